@@ -1,0 +1,1 @@
+"""Checks: benchmark (to be written)."""

@@ -1,0 +1,1 @@
+"""Checks: formulas (to be written)."""

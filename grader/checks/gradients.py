@@ -1,0 +1,1 @@
+"""Checks: gradients (to be written)."""

@@ -1,0 +1,1 @@
+"""Checks: parameters (to be written)."""

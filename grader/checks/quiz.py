@@ -1,0 +1,1 @@
+"""Checks: quiz (to be written)."""

@@ -1,0 +1,1 @@
+"""Checks: shapes (to be written)."""

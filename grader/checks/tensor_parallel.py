@@ -1,0 +1,1 @@
+"""Checks: tensor_parallel (to be written)."""

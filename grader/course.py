@@ -1,0 +1,197 @@
+"""Reads and validates course.yml, the course's single source of truth."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+KINDS = ("function", "value", "symbolic", "manual")
+ID_PATTERN = re.compile(r"^[A-Za-z0-9_]+$")
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DEFAULT_COURSE_FILE = Path(__file__).resolve().parent.parent / "course.yml"
+
+
+class CourseError(ValueError):
+    """course.yml is malformed; the message names the file, the field and what was expected."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    part_timeout_s: float = 20
+    notebook_timeout_s: float = 240
+    memory_mb: int = 3072
+    output_kb: int = 256
+    workers: int = 2
+
+
+@dataclass(frozen=True)
+class Part:
+    id: str
+    kind: str
+    points: float
+    name: str
+    exercises: tuple[int, ...]
+    seeds: tuple[str, ...]
+    task: str  # "2.5": assignment number, part number
+
+
+@dataclass(frozen=True)
+class Assignment:
+    id: str
+    title: str
+    notebook: str
+    parts: tuple[Part, ...]
+
+    @property
+    def number(self) -> int:
+        return int(self.id.split("_")[0])
+
+    @property
+    def max_score(self) -> float:
+        return sum(part.points for part in self.parts)
+
+    def part(self, part_id: str) -> Part:
+        for part in self.parts:
+            if part.id == part_id:
+                return part
+        raise KeyError(f"assignment {self.id} has no part {part_id!r}")
+
+
+@dataclass(frozen=True)
+class Course:
+    course_id: str
+    title: str
+    secret_env: str
+    limits: Limits
+    assignments: tuple[Assignment, ...]
+    path: Path
+
+    def assignment(self, assignment_id: str) -> Assignment:
+        for assignment in self.assignments:
+            if assignment.id == assignment_id:
+                return assignment
+        known = ", ".join(a.id for a in self.assignments)
+        raise CourseError(f"{self.path.name}: unknown assignment {assignment_id!r} (known: {known})")
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+
+class _Reader:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, where: str, message: str):
+        raise CourseError(f"{self.path.name}: {where}: {message}")
+
+    def field(self, mapping: dict, key: str, where: str, kind, required=True, default=None):
+        if key not in mapping:
+            if required:
+                self.fail(f"{where}.{key}" if where else key, "missing required field")
+            return default
+        value = mapping[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if type(value) is bool and bool not in kinds or not isinstance(value, kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            self.fail(f"{where}.{key}" if where else key, f"expected {names}, got {type(value).__name__} {value!r}")
+        return value
+
+    def mapping(self, value, where: str, allowed: set[str]) -> dict:
+        if type(value) is not dict:
+            self.fail(where, f"expected a mapping, got {type(value).__name__}")
+        unknown = set(value) - allowed
+        if unknown:
+            self.fail(where, f"unknown field(s) {sorted(map(str, unknown))}; allowed: {sorted(allowed)}")
+        return value
+
+
+def load_course(path: str | Path = DEFAULT_COURSE_FILE) -> Course:
+    """Parse and validate course.yml; raises CourseError naming the file and field."""
+    path = Path(path)
+    reader = _Reader(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CourseError(f"{path}: file not found") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise CourseError(f"{path.name}: not valid YAML: {error}") from None
+    top = reader.mapping(raw, "top level", {"course_id", "title", "secret_env", "limits", "assignments"})
+    course_id = reader.field(top, "course_id", "", str)
+    title = reader.field(top, "title", "", str, required=False, default=course_id)
+    secret_env = reader.field(top, "secret_env", "", str)
+    if not IDENTIFIER.match(secret_env):
+        reader.fail("secret_env", f"expected an environment variable name, got {secret_env!r}")
+    limits = _limits(reader, top.get("limits", {}))
+    entries = reader.field(top, "assignments", "", list)
+    if not entries:
+        reader.fail("assignments", "expected at least one assignment")
+    assignments, seen = [], set()
+    for index, entry in enumerate(entries):
+        assignment = _assignment(reader, entry, f"assignments[{index}]")
+        if assignment.id in seen:
+            reader.fail(f"assignments[{index}].id", f"duplicate assignment id {assignment.id!r}")
+        seen.add(assignment.id)
+        assignments.append(assignment)
+    return Course(course_id, title, secret_env, limits, tuple(assignments), path.resolve())
+
+
+def _limits(reader: _Reader, raw) -> Limits:
+    raw = reader.mapping(raw, "limits", set(Limits.__dataclass_fields__))
+    values = {}
+    for key, spec in Limits.__dataclass_fields__.items():
+        kind = (int, float) if spec.type == "float" else int
+        value = reader.field(raw, key, "limits", kind, required=False, default=spec.default)
+        if value <= 0:
+            reader.fail(f"limits.{key}", f"expected a positive number, got {value!r}")
+        values[key] = value
+    return Limits(**values)
+
+
+def _assignment(reader: _Reader, raw, where: str) -> Assignment:
+    raw = reader.mapping(raw, where, {"id", "title", "notebook", "parts"})
+    assignment_id = reader.field(raw, "id", where, str)
+    if not re.match(r"^\d+_[A-Za-z0-9_]+$", assignment_id):
+        reader.fail(f"{where}.id", f"expected an id like '01_shapes', got {assignment_id!r}")
+    title = reader.field(raw, "title", where, str)
+    notebook = reader.field(raw, "notebook", where, str)
+    if not notebook.endswith(".ipynb") or "/" in notebook:
+        reader.fail(f"{where}.notebook", f"expected a notebook file name ending in .ipynb, got {notebook!r}")
+    entries = reader.field(raw, "parts", where, list)
+    if not entries:
+        reader.fail(f"{where}.parts", "expected at least one part")
+    number = int(assignment_id.split("_")[0])
+    parts, seen = [], set()
+    for index, entry in enumerate(entries):
+        part = _part(reader, entry, f"{where}.parts[{index}]", f"{number}.{index + 1}")
+        if part.id in seen:
+            reader.fail(f"{where}.parts[{index}].id", f"duplicate part id {part.id!r} in {assignment_id}")
+        seen.add(part.id)
+        parts.append(part)
+    return Assignment(assignment_id, title, notebook, tuple(parts))
+
+
+def _part(reader: _Reader, raw, where: str, task: str) -> Part:
+    raw = reader.mapping(raw, where, {"id", "kind", "points", "name", "exercises", "seeds"})
+    part_id = reader.field(raw, "id", where, str)
+    if not ID_PATTERN.match(part_id):
+        reader.fail(f"{where}.id", f"expected letters, digits and underscores, got {part_id!r}")
+    kind = reader.field(raw, "kind", where, str)
+    if kind not in KINDS:
+        reader.fail(f"{where}.kind", f"expected one of {', '.join(KINDS)}, got {kind!r}")
+    points = reader.field(raw, "points", where, (int, float))
+    if points <= 0:
+        reader.fail(f"{where}.points", f"expected a positive number, got {points!r}")
+    name = reader.field(raw, "name", where, str, required=False, default=part_id)
+    if not IDENTIFIER.match(name):
+        reader.fail(f"{where}.name", f"expected a Python identifier, got {name!r}")
+    exercises = reader.field(raw, "exercises", where, list, required=False, default=[])
+    if not all(type(e) is int and 1 <= e <= 16 for e in exercises):
+        reader.fail(f"{where}.exercises", f"expected exercise numbers from 1 to 16, got {exercises!r}")
+    seeds = reader.field(raw, "seeds", where, list, required=False, default=[])
+    if not all(type(s) is str for s in seeds):
+        reader.fail(f"{where}.seeds", f"expected a list of strings, got {seeds!r}")
+    return Part(part_id, kind, float(points), name, tuple(exercises), tuple(seeds), task)

@@ -1,0 +1,35 @@
+"""Hidden-test entry point for running inside a notebook (vanilla `nbgrader autograde`).
+
+    from grader.inline import assert_part
+    assert_part("01_shapes.linear_forward", linear_forward)
+
+The check runs in the notebook's own process here, so this path is only as trustworthy as
+the notebook; `python -m grader autograde` isolates student code and is the one to rely on.
+"""
+
+from __future__ import annotations
+
+from grader.course import load_course
+from grader.grading import grade_part
+from grader.seeding import grading_secret
+from grader.student import LocalFunction, NotDefined, local_value
+
+
+def assert_part(key: str, answer, student: str = "self-check"):
+    """Grade `answer` for part `key` ("assignment.part"); raise AssertionError unless full marks."""
+    assignment_id, _, part_id = key.partition(".")
+    course = load_course()
+    assignment = course.assignment(assignment_id)
+    part = assignment.part(part_id)
+    if part.kind == "function":
+        try:
+            answer = LocalFunction(answer, part.name)
+        except NotDefined as missing:
+            raise AssertionError(missing.reason) from None
+    else:
+        answer = local_value(answer)
+    result = grade_part(assignment, part, answer, student, grading_secret(course.secret_env))
+    print(f"{part.id}: {result.score:g}/{result.max_score:g} ({result.status}) {result.feedback}")
+    if result.score < result.max_score:
+        raise AssertionError(result.feedback)
+    return result
