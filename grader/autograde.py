@@ -1,9 +1,392 @@
-"""`python -m grader autograde`."""
+"""`python -m grader autograde`: grade submitted/ into nbgrader's gradebook.
+
+Submissions are found where nbgrader keeps them, submitted/<student>/<assignment>/<notebook>.ipynb.
+Worker threads only run isolated submissions (each in the sandbox); every gradebook write happens
+in this driver thread, one transaction per submission, so parallel grading cannot corrupt the
+gradebook. After each submission the driver also writes autograded/<student>/<assignment>/
+results.json (the record that makes reruns idempotent, with the notebook's digest), a copy of the
+notebook for formgrader, and feedback/<student>/<assignment>/<notebook>.html.
+
+A rerun re-grades a submission only when its notebook changed, its results are missing from the
+gradebook or results.json, or --force is given; a run killed halfway loses and duplicates nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RESULTS_FILE = "results.json"
+RESULTS_VERSION = 1
 
 
 def add_arguments(parser):
-    pass
+    parser.add_argument("assignments", nargs="*", metavar="ASSIGNMENT",
+                        help="assignment ids to grade (default: every assignment with submissions)")
+    parser.add_argument("--student", action="append", default=[], metavar="ID",
+                        help="grade only this student (repeatable)")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="submissions graded in parallel (default: course.yml limits.workers)")
+    parser.add_argument("--db", default=None, metavar="URL",
+                        help="gradebook SQLAlchemy URL (default: sqlite:///gradebook.db in the course dir)")
+    parser.add_argument("--course", default=None, metavar="DIR",
+                        help="course directory holding course.yml and submitted/ (default: the current "
+                             "directory when it has course.yml, else this repository)")
+    parser.add_argument("--force", action="store_true", help="re-grade every submission, changed or not")
 
 
-def run(args):
-    raise SystemExit("python -m grader autograde: not available yet")
+def run(args) -> int:
+    from grader.course import CourseError
+    from grader.gradebook import GradebookError
+    try:
+        course, course_dir = load_course_dir(args.course)
+        if args.workers is not None and args.workers < 1:
+            raise CourseError(f"--workers must be at least 1, got {args.workers}")
+        outcomes = autograde(course, course_dir, db_url=args.db, assignment_ids=args.assignments or None,
+                             students=args.student or None, workers=args.workers, force=args.force)
+    except (CourseError, GradebookError, FileNotFoundError) as error:
+        print(f"autograde: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nautograde: interrupted; every submission graded so far is saved, rerun to finish.",
+              file=sys.stderr)
+        return 130
+    print(summary_table(outcomes))
+    return 0
+
+
+def load_course_dir(directory: str | Path | None):
+    """(Course, course directory) for --course DIR, the current directory or this repository."""
+    from grader.course import DEFAULT_COURSE_FILE, CourseError, load_course
+    if directory is None:
+        directory = Path.cwd() if (Path.cwd() / "course.yml").is_file() else DEFAULT_COURSE_FILE.parent
+    directory = Path(directory).resolve()
+    if not (directory / "course.yml").is_file():
+        raise CourseError(f"{directory} has no course.yml; pass the course directory with --course")
+    return load_course(directory / "course.yml"), directory
+
+
+# --- finding submissions ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Job:
+    student: str
+    assignment: str
+    path: Path          # the notebook (may not exist: graded as a recorded zero)
+    digest: str
+    timestamp: str | None
+
+
+def file_digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "missing"
+
+
+def find_submissions(course, course_dir: Path, assignment_ids=None, students=None,
+                     warn=lambda message: print(message, file=sys.stderr)) -> list[Job]:
+    """Every submission under submitted/, sorted by student then assignment."""
+    known = {a.id: a for a in course.assignments}
+    if assignment_ids:
+        for assignment_id in assignment_ids:
+            course.assignment(assignment_id)  # CourseError naming the known ids
+    submitted = course_dir / "submitted"
+    if not submitted.is_dir():
+        raise FileNotFoundError(f"no submitted/ folder in {course_dir}: nothing to grade")
+    student_dirs = sorted(p for p in submitted.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if students:
+        missing = sorted(set(students) - {p.name for p in student_dirs})
+        for student in missing:
+            warn(f"autograde: no submissions from student {student!r} in {submitted}")
+        student_dirs = [p for p in student_dirs if p.name in set(students)]
+    jobs = []
+    for student_dir in student_dirs:
+        for folder in sorted(p for p in student_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            if folder.name not in known:
+                if not assignment_ids:
+                    warn(f"autograde: skipping {folder.relative_to(course_dir)}: "
+                         f"{folder.name!r} is not an assignment in course.yml")
+                continue
+            if assignment_ids and folder.name not in assignment_ids:
+                continue
+            assignment = known[folder.name]
+            path = folder / assignment.notebook
+            if not path.is_file():
+                others = sorted(folder.glob("*.ipynb"))
+                if len(others) == 1:
+                    warn(f"autograde: {folder.relative_to(course_dir)} has {others[0].name} instead of "
+                         f"{assignment.notebook}; grading it")
+                    path = others[0]
+            stamp_file = folder / "timestamp.txt"
+            timestamp = stamp_file.read_text(encoding="utf-8", errors="replace").strip() if stamp_file.is_file() else None
+            jobs.append(Job(student_dir.name, assignment.id, path, file_digest(path), timestamp or None))
+    return jobs
+
+
+# --- grading -----------------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    job: Job
+    result: dict          # SubmissionResult.to_dict() (+ digest); from results.json when skipped
+    graded: bool          # False when the previous result was still valid
+    seconds: float = 0.0
+    misconceptions: list[str] = field(default_factory=list)
+
+
+class FailedResult:
+    """A submission the grader itself could not handle: a recorded zero on every part."""
+
+    def __init__(self, course, assignment_id: str, path: Path, student: str, error: str):
+        from grader.result import PartResult, Status
+        assignment = course.assignment(assignment_id)
+        self.notebook, self.assignment, self.student, self.error = str(path), assignment_id, student, error
+        self.parts = [PartResult(p.id, 0.0, p.points, Status.MANUAL if p.kind == "manual" else Status.ERROR,
+                                 "graded by your instructor" if p.kind == "manual" else f"Not graded: {error}")
+                      for p in assignment.parts]
+        self.warnings, self.answers, self.output = [], {}, ""
+
+    @property
+    def score(self) -> float:
+        return sum(p.score for p in self.parts)
+
+    @property
+    def max_score(self) -> float:
+        return sum(p.max_score for p in self.parts)
+
+    def to_dict(self) -> dict:
+        return {"notebook": self.notebook, "assignment": self.assignment, "student": self.student,
+                "score": self.score, "max_score": self.max_score, "parts": [p.to_dict() for p in self.parts],
+                "error": self.error, "warnings": self.warnings}
+
+
+def output_paths(course_dir: Path, job: Job, course) -> dict[str, Path]:
+    assignment = course.assignment(job.assignment)
+    stem = Path(assignment.notebook).stem
+    graded = course_dir / "autograded" / job.student / job.assignment
+    return {"results": graded / RESULTS_FILE, "notebook": graded / assignment.notebook,
+            "timestamp": graded / "timestamp.txt",
+            "feedback": course_dir / "feedback" / job.student / job.assignment / f"{stem}.html"}
+
+
+def read_previous(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("version") == RESULTS_VERSION else None
+
+
+def still_valid(previous: dict | None, job: Job, stored: dict | None) -> bool:
+    """True when results.json and the gradebook both hold this very notebook's grades."""
+    if previous is None or stored is None or previous.get("digest") != job.digest:
+        return False
+    for part in previous.get("parts", []):
+        if part.get("status") != "manual" and stored.get(part.get("id")) != part.get("score"):
+            return False
+    return True
+
+
+def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment_ids=None, students=None,
+              workers: int | None = None, force: bool = False, secret: str | None = None, grade=None,
+              progress_stream=None, sandbox_factory=None) -> list[Outcome]:
+    """Grade every matching submission into the gradebook; returns one Outcome per submission.
+
+    `grade(course, assignment_id, path, student, secret, sandbox) -> SubmissionResult` defaults to
+    grader.submission.grade_submission; `sandbox_factory(limits)` to grader.sandbox.Sandbox.
+    """
+    from grader import feedback, gradebook as gb_module
+    from grader.seeding import PUBLIC_SECRET, grading_secret
+
+    course_dir = Path(course_dir).resolve()
+    stream = sys.stderr if progress_stream is None else progress_stream
+    jobs = find_submissions(course, course_dir, assignment_ids, students,
+                            warn=lambda message: print(message, file=stream))
+    if secret is None:
+        secret = grading_secret(course.secret_env)
+        if secret == PUBLIC_SECRET:
+            print(f"autograde: warning: {course.secret_env} is not set, so per-student inputs come from the "
+                  "public self-check secret and students could predict them", file=stream)
+    if grade is None:
+        from grader.submission import grade_submission as grade
+    if sandbox_factory is None:
+        from grader.sandbox import Sandbox
+
+        def sandbox_factory(limits):
+            return Sandbox(limits, isolate=True)
+    workers = max(1, int(workers or course.limits.workers))
+
+    gradebook = gb_module.open_gradebook(db_url or gb_module.default_db_url(course_dir), course.course_id)
+    outcomes: list[Outcome] = []
+    try:
+        for assignment_id in sorted({job.assignment for job in jobs}):
+            gb_module.ensure_assignment(gradebook, course, course.assignment(assignment_id))
+        todo, previous_by_job = [], {}
+        for job in jobs:
+            paths = output_paths(course_dir, job, course)
+            previous = read_previous(paths["results"])
+            previous_by_job[job] = previous
+            stored = gb_module.stored_scores(gradebook, course.assignment(job.assignment), job.student)
+            if not force and still_valid(previous, job, stored):
+                outcomes.append(Outcome(job, previous, graded=False))
+            else:
+                todo.append(job)
+        if not todo:
+            print(f"autograde: all {len(jobs)} submissions are already graded (use --force to re-grade)",
+                  file=stream)
+            return _ordered(outcomes, jobs)
+        bar = None
+
+        def save(job: Job, result, seconds: float) -> None:
+            previous = previous_by_job[job]
+            changed = previous is None or previous.get("digest") != job.digest
+            gb_module.record_submission(gradebook, course, result, timestamp=job.timestamp, changed=changed)
+            data = result.to_dict()
+            data.update(version=RESULTS_VERSION, digest=job.digest, seconds=round(seconds, 3))
+            paths = output_paths(course_dir, job, course)
+            feedback.write(paths["results"], json.dumps(data, indent=1, default=str) + "\n")
+            feedback.write(paths["feedback"], feedback.render(course, result, course_dir))
+            _copy_for_formgrader(job, paths)
+            codes = sorted({c for p in result.parts for c in p.misconceptions})
+            outcomes.append(Outcome(job, data, graded=True, seconds=seconds, misconceptions=codes))
+            bar.advance(f"{job.student}/{job.assignment}")
+
+        def grade_one(job: Job, sandbox):
+            start = time.perf_counter()
+            try:
+                result = grade(course, job.assignment, job.path, job.student, secret, sandbox)
+            except Exception as error:  # grade_submission should never raise; record it if it does
+                result = FailedResult(course, job.assignment, job.path, job.student,
+                                      f"the grader failed on this notebook ({type(error).__name__}: {error})")
+            return result, time.perf_counter() - start
+
+        with sandbox_factory(course.limits) as sandbox:
+            for warning in getattr(sandbox, "warnings", []) or []:
+                print(f"autograde: warning: {warning}", file=stream)
+            bar = Progress(len(todo), stream)
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grade") as pool:
+                pending = {pool.submit(grade_one, job, sandbox): job for job in todo}
+                try:
+                    while pending:
+                        done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                        for future in sorted(done, key=lambda f: todo.index(pending[f])):
+                            job = pending.pop(future)
+                            result, seconds = future.result()
+                            save(job, result, seconds)
+                except BaseException:
+                    for future in pending:
+                        future.cancel()
+                    raise
+        bar.finish()
+    finally:
+        gradebook.close()
+    return _ordered(outcomes, jobs)
+
+
+def _ordered(outcomes: list[Outcome], jobs: list[Job]) -> list[Outcome]:
+    index = {job: i for i, job in enumerate(jobs)}
+    return sorted(outcomes, key=lambda outcome: index[outcome.job])
+
+
+def _copy_for_formgrader(job: Job, paths: dict[str, Path]) -> None:
+    """formgrader shows autograded/<student>/<assignment>/<notebook>.ipynb for manual grading."""
+    try:
+        data = json.loads(job.path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        return
+    paths["notebook"].parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(job.path, paths["notebook"])
+    if job.timestamp:
+        paths["timestamp"].write_text(job.timestamp + "\n", encoding="utf-8")
+
+
+# --- output ----------------------------------------------------------------------------------
+
+class Progress:
+    """A plain-text progress bar with ETA on a stream; one line per 10% when not a terminal."""
+
+    def __init__(self, total: int, stream, width: int = 28):
+        self.total, self.stream, self.width = total, stream, width
+        self.done, self.start = 0, time.monotonic()
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.last_tenth = -1
+        self._draw("")
+
+    def advance(self, label: str) -> None:
+        self.done += 1
+        self._draw(label)
+
+    def _draw(self, label: str) -> None:
+        elapsed = time.monotonic() - self.start
+        eta = elapsed / self.done * (self.total - self.done) if self.done else None
+        filled = int(self.width * self.done / max(self.total, 1))
+        line = (f"grading [{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
+                f"{_clock(elapsed)} elapsed, ETA {_clock(eta) if eta is not None else '--:--'}  {label}")
+        if self.tty:
+            self.stream.write("\r" + line[:118].ljust(118))
+        else:
+            tenth = self.done * 10 // max(self.total, 1)
+            if tenth == self.last_tenth:
+                return
+            self.last_tenth = tenth
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+        elapsed = time.monotonic() - self.start
+        self.stream.write(f"graded {self.done} submission(s) in {elapsed:.1f} s\n")
+        self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def format_table(headers: list[str], rows: list[list[str]], max_width: int = 60) -> str:
+    """A plain-text table with aligned columns; long cells are cut at `max_width`."""
+    def cut(text) -> str:
+        text = " ".join(str(text).split())
+        return text if len(text) <= max_width else text[: max_width - 1] + "…"
+    rows = [[cut(cell) for cell in row] for row in rows]
+    widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(headers)]
+    line = "  ".join("-" * w for w in widths)
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(), line]
+    out += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join(out)
+
+
+def status_counts(parts: list[dict]) -> str:
+    counts: dict[str, int] = {}
+    for part in parts:
+        counts[part.get("status", "?")] = counts.get(part.get("status", "?"), 0) + 1
+    order = ["passed", "partial", "failed", "error", "timeout", "manual"]
+    return ", ".join(f"{counts[s]} {s}" for s in sorted(counts, key=lambda s: (order.index(s) if s in order else 9, s)))
+
+
+def summary_table(outcomes: list[Outcome]) -> str:
+    """One row per submission: student, assignment, score/max, status counts, error."""
+    if not outcomes:
+        return "No submissions found."
+    rows = []
+    for outcome in outcomes:
+        result = outcome.result
+        rows.append([outcome.job.student, outcome.job.assignment,
+                     f"{result.get('score', 0):g}/{result.get('max_score', 0):g}",
+                     status_counts(result.get("parts", [])),
+                     "" if outcome.graded else "unchanged",
+                     result.get("error") or ""])
+    graded = sum(o.graded for o in outcomes)
+    table = format_table(["student", "assignment", "score", "parts", "note", "error"], rows)
+    return f"{table}\n{graded} graded, {len(outcomes) - graded} unchanged since the last run."

@@ -99,7 +99,8 @@ class _Encoder:
         if kind is np.ndarray:
             if value.dtype.kind not in ARRAY_KINDS:
                 return {"$unsupported": f"a NumPy array of dtype {value.dtype}"}
-            return {"$ndarray": self.array(np.ascontiguousarray(value))}
+            contiguous = value if value.flags.c_contiguous else np.ascontiguousarray(value)  # keeps 0-d arrays 0-d
+            return {"$ndarray": self.array(contiguous)}
         if kind is CallableSpec:
             return {"$callable": value.kind, "params": self(value.params, depth + 1)}
         torch_value = _encode_torch(self, value, depth)
@@ -119,14 +120,17 @@ def _encode_torch(encoder: _Encoder, value, depth: int):
         return None
     kind = type(value)
     if kind in (torch.Tensor, torch.nn.Parameter):
-        data = value.detach().cpu()
-        dtype = str(data.dtype).removeprefix("torch.")
-        if data.dtype in (torch.bfloat16, torch.float16):
-            data = data.float()
-        if data.is_complex() or data.is_quantized:
+        dtype = str(value.dtype).removeprefix("torch.")
+        if value.is_complex() or value.is_quantized:
             return {"$unsupported": f"a tensor of dtype {dtype}"}
-        return {"$tensor": encoder.array(data.numpy().copy()), "dtype": dtype,
-                "requires_grad": bool(value.requires_grad)}
+        try:
+            data = value.detach().cpu()
+            if data.dtype in (torch.bfloat16, torch.float16):
+                data = data.float()
+            array = data.numpy().copy()
+        except (RuntimeError, TypeError, ValueError, NotImplementedError):  # sparse, meta, nested tensors
+            return {"$unsupported": f"a {value.layout} tensor on device {value.device} that cannot be read as an array"}
+        return {"$tensor": encoder.array(array), "dtype": dtype, "requires_grad": bool(value.requires_grad)}
     if kind is torch.nn.Linear:
         bias = value.bias
         return {"$linear": {
@@ -181,8 +185,12 @@ class _Decoder:
                 if type(pair) is not list or len(pair) != 2:
                     raise DecodeError("bad dict entry")
                 key = self(pair[0], depth + 1)
-                if type(key) not in (str, int, bool, float, tuple) and key is not None:
+                if type(key) not in (str, int, bool, float, tuple, Unsupported) and key is not None:
                     raise DecodeError("unhashable dict key")
+                try:
+                    hash(key)
+                except TypeError:
+                    raise DecodeError("unhashable dict key") from None
                 result[key] = self(pair[1], depth + 1)
             return result
         if "$ndarray" in node:
@@ -260,23 +268,44 @@ def loads(data: bytes, max_bytes: int = MAX_ARRAY_BYTES, writable: bool = False)
 
     try:
         header = json.loads(bytes(take()))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise DecodeError(f"unreadable header: {error}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        raise DecodeError(f"unreadable header: {type(error).__name__}: {str(error)[:200]}") from None
     if type(header) is not dict or type(header.get("arrays")) is not int or header["arrays"] < 0:
         raise DecodeError("bad header")
     arrays = []
     for _ in range(header["arrays"]):
-        try:
-            array = np.lib.format.read_array(io.BytesIO(take()), allow_pickle=False)
-        except (ValueError, OSError, EOFError) as error:
-            raise DecodeError(f"unreadable array: {error}") from None
-        if type(array) is not np.ndarray or array.dtype.kind not in ARRAY_KINDS:
-            raise DecodeError("array of an unsupported dtype")
+        array = _read_npy(take())
         array.setflags(write=writable)
         arrays.append(array)
     if offset != len(view):
         raise DecodeError("trailing bytes after the data")
     return decode(header.get("tree"), arrays)
+
+
+def _read_npy(chunk: memoryview) -> np.ndarray:
+    """One .npy block, after checking that its header's dtype and size agree with its data."""
+    stream = io.BytesIO(chunk)
+    try:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+        else:
+            raise ValueError(f"unsupported .npy version {version}")
+        if dtype.kind not in ARRAY_KINDS or dtype.hasobject or dtype.fields is not None:
+            raise DecodeError(f"array of an unsupported dtype {dtype}")
+        if math.prod(shape) * dtype.itemsize != len(chunk) - stream.tell():
+            raise DecodeError("array data does not match the size its header declares")
+        stream.seek(0)
+        array = np.lib.format.read_array(stream, allow_pickle=False)
+    except DecodeError:
+        raise
+    except (ValueError, TypeError, SyntaxError, OSError, EOFError, RecursionError) as error:
+        raise DecodeError(f"unreadable array: {str(error)[:200]}") from None
+    if type(array) is not np.ndarray or array.dtype.kind not in ARRAY_KINDS:
+        raise DecodeError("array of an unsupported dtype")
+    return array
 
 
 def roundtrip(value):

@@ -1,9 +1,87 @@
-"""`python -m grader export`."""
+"""`python -m grader export --csv FILE`: grades from the gradebook as one CSV row per student.
+
+Columns: student, then `<assignment>.<part>` for every graded part, `<assignment>.total` after each
+assignment's parts, `total` (grand total) and `needs_manual_grade` (parts still waiting for a
+grader). Scores are the gradebook's: a manual score, where given, overrides the automatic one.
+A part of an assignment the student never submitted is left empty.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
 
 
 def add_arguments(parser):
-    pass
+    parser.add_argument("--csv", required=True, metavar="FILE", help="CSV file to write ('-' for stdout)")
+    parser.add_argument("--db", default=None, metavar="URL",
+                        help="gradebook SQLAlchemy URL (default: sqlite:///gradebook.db in the course dir)")
+    parser.add_argument("--course", default=None, metavar="DIR",
+                        help="course directory holding course.yml (default: the current directory when "
+                             "it has one, else this repository)")
 
 
-def run(args):
-    raise SystemExit("python -m grader export: not available yet")
+def rows(table) -> tuple[list[str], list[list]]:
+    """(header, rows) of the CSV for a `grader.gradebook.ScoreTable`."""
+    header, layout = ["student"], []
+    assignments = []
+    for assignment, part in table.columns:
+        if assignment not in assignments:
+            assignments.append(assignment)
+    for assignment in assignments:
+        parts = [column for column in table.columns if column[0] == assignment]
+        header += [f"{a}.{p}" for a, p in parts] + [f"{assignment}.total"]
+        layout.append((assignment, parts))
+    header += ["total", "needs_manual_grade"]
+    out = []
+    for student in sorted(table.scores):
+        scores = table.scores[student]
+        row, grand = [student], 0.0
+        for _, parts in layout:
+            subtotal = sum(scores.get(c, 0.0) for c in parts)
+            row += [_number(scores[c]) if c in scores else "" for c in parts] + [_number(subtotal)]
+            grand += subtotal
+        out.append(row + [_number(grand), table.needs_manual.get(student, 0)])
+    return header, out
+
+
+def _number(value: float) -> str:
+    return f"{round(value, 6):g}"
+
+
+def run(args) -> int:
+    from grader.autograde import load_course_dir
+    from grader.course import CourseError
+    from grader.gradebook import GradebookError, default_db_url, open_gradebook, score_table
+    try:
+        course, course_dir = load_course_dir(args.course)
+        url = args.db or default_db_url(course_dir)
+        if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
+            raise GradebookError(f"no gradebook at {url}; run `python -m grader autograde` first or pass --db")
+        gradebook = open_gradebook(url, course.course_id)
+        try:
+            header, body = rows(score_table(gradebook, course))
+        finally:
+            gradebook.close()
+    except (CourseError, GradebookError) as error:
+        print(f"export: {error}", file=sys.stderr)
+        return 2
+    try:
+        if args.csv == "-":
+            _write(sys.stdout, header, body)
+        else:
+            with open(args.csv, "w", newline="", encoding="utf-8") as handle:
+                _write(handle, header, body)
+    except OSError as error:
+        print(f"export: cannot write {args.csv}: {error.strerror}", file=sys.stderr)
+        return 2
+    if args.csv != "-":
+        print(f"wrote {len(body)} student(s) x {len(header) - 1} columns to {args.csv}", file=sys.stderr)
+    return 0
+
+
+def _write(handle, header, body) -> None:
+    writer = csv.writer(handle)
+    writer.writerow(header)
+    writer.writerows(body)

@@ -52,6 +52,15 @@ def short_traceback(error: BaseException, limit: int = 3) -> str:
     return "".join(traceback.format_list(frames[-limit:]))[:2000]
 
 
+def _safe_text(error: BaseException, limit: int = 2000) -> str:
+    """str(error), or a placeholder when the student's exception cannot even describe itself."""
+    try:
+        text = str(error)
+        return text[:limit] if type(text) is str else "<unprintable message>"
+    except Exception:
+        return "<unprintable message>"
+
+
 def call_and_encode(function, wire_args: bytes) -> bytes:
     """Run `function` on decoded arguments and return the encoded reply (used on both sides)."""
     args = fakes.materialise(codec.loads(wire_args, writable=True))
@@ -61,7 +70,7 @@ def call_and_encode(function, wire_args: bytes) -> bytes:
     except BaseException as error:  # the student's exception, including SystemExit
         if isinstance(error, KeyboardInterrupt):
             raise
-        return codec.dumps({"error": {"type": type(error).__name__[:80], "message": str(error)[:2000],
+        return codec.dumps({"error": {"type": str(type(error).__name__)[:80], "message": _safe_text(error),
                                       "where": short_traceback(error)}})
     mutated = [i for i, (arg, copy) in enumerate(zip(args, before))
                if copy is not None and not (arg.shape == copy.shape and np.array_equal(arg, copy, equal_nan=True))]

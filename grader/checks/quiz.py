@@ -7,7 +7,9 @@ everything False or everything True does not pass.
 
 from __future__ import annotations
 
-from grader.misconceptions import SEED_MISCONCEPTIONS
+from grader.checks.base import WrongAnswer, check
+from grader.checks.values import describe
+from grader.misconceptions import SEED_MISCONCEPTIONS, describe as misconception
 
 # (statement, truth, misconception code it probes)
 QUIZ: dict[int, tuple[str, bool, str]] = {
@@ -34,3 +36,55 @@ QUIZ: dict[int, tuple[str, bool, str]] = {
 }
 
 assert tuple(code for _, _, code in QUIZ.values()) == SEED_MISCONCEPTIONS
+
+
+def read_quiz(answer) -> dict[int, bool]:
+    """The student's marks as {statement: bool}; WrongAnswer names the first problem with the data."""
+    if answer is None:
+        raise WrongAnswer("The quiz is not answered yet: `quiz` is still None. Set it to a dict like "
+                          "{1: True, 2: False, ...} with one entry per statement.", "not-implemented")
+    if type(answer) is not dict:
+        raise WrongAnswer(f"`quiz` should be a dict like {{1: True, 2: False, ...}}, but is {describe(answer)}.")
+    bad_keys = [key for key in answer if type(key) is not int]
+    if bad_keys:
+        key = bad_keys[0]
+        hint = f" (write {key.strip()} without quotes)" if type(key) is str and key.strip().isdigit() else ""
+        raise WrongAnswer(f"The keys of `quiz` should be the statement numbers 1 to {len(QUIZ)} as integers; "
+                          f"found the key {key!r}{hint}.")
+    missing = sorted(set(QUIZ) - set(answer))
+    extra = sorted(set(answer) - set(QUIZ))
+    if missing:
+        raise WrongAnswer(f"`quiz` has no answer for statement{'s' if len(missing) > 1 else ''} "
+                          f"{', '.join(map(str, missing))}; mark every statement 1 to {len(QUIZ)} True or False.")
+    if extra:
+        shown = ", ".join(map(str, extra[:5])) + (", ..." if len(extra) > 5 else "")
+        raise WrongAnswer(f"`quiz` has keys that are not statement numbers: {shown}. Use only 1 to {len(QUIZ)}.")
+    for number in sorted(answer):
+        mark = answer[number]
+        if type(mark) is bool:
+            continue
+        if type(mark) is str and mark.strip().lower() in ("true", "false"):
+            raise WrongAnswer(f"Statement {number} is marked with the string {mark!r}; use the boolean "
+                              f"{mark.strip().capitalize()} without quotes.")
+        if type(mark) is int and mark in (0, 1):
+            raise WrongAnswer(f"Statement {number} is marked {mark}; use True or False, not 1 or 0.")
+        raise WrongAnswer(f"Statement {number} should be marked True or False, but is {describe(mark)}.")
+    return answer
+
+
+@check("05_matmul_benchmark", "misconception_quiz")
+def check_quiz(answer, ctx):
+    """Score "right minus wrong": (correct - wrong) / 10 of the points, never below 0.
+
+    Guessing then earns nothing on average, and a constant answer little (all False: (6 - 4) / 10);
+    each wrong mark is explained in one sentence and reported with its misconception code.
+    """
+    marks = read_quiz(answer)
+    wrong = [number for number, (_, truth, _) in QUIZ.items() if marks[number] is not truth]
+    if not wrong:
+        return ctx.passed(f"All {len(QUIZ)} statements marked correctly.")
+    correct = len(QUIZ) - len(wrong)
+    fraction = max(0.0, (correct - len(wrong)) / len(QUIZ))
+    lines = [f"{correct} of {len(QUIZ)} marked correctly (score: right minus wrong, over {len(QUIZ)})."]
+    lines += [f"Statement {number} is {QUIZ[number][1]}: {misconception(QUIZ[number][2])}" for number in wrong]
+    return ctx.partial(fraction, "\n".join(lines), *(QUIZ[number][2] for number in wrong))

@@ -1,1 +1,293 @@
-"""Checks: tensor_parallel (to be written)."""
+"""Checks for assignment 04: splitting a dense layer across ranks and combining the results.
+
+Every check builds random layers with awkward sizes (uneven splits first, so that the most
+telling case decides the feedback), compares with `grader.reference.tensor_parallel`, and on a
+mismatch replays the known wrong models (rows and columns swapped, bias per shard, no
+reduction...) to name the mistake.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from grader.checks.base import WrongAnswer, check
+from grader.checks.values import as_array, as_float, close, describe
+from grader.reference import tensor_parallel as ref
+
+ASSIGNMENT = "04_tensor_parallel"
+
+# The chapter's running example: three inputs, three output units.
+EXAMPLE_X = np.array([[2.0, 4.0, 1.0]])
+EXAMPLE_W = np.array([[0.5, -1.0, 2.0], [-0.25, 0.5, 1.0], [1.0, 0.25, -0.5]])
+EXAMPLE_B = np.array([3.0, -1.0, -4.0])
+
+
+def same(got, expected) -> bool:
+    """Whether `got` equals `expected` (an array, a number, None, or a list of those) within float64 tolerance."""
+    if expected is None or got is None:
+        return got is None and expected is None
+    if isinstance(expected, list):
+        return isinstance(got, list) and len(got) == len(expected) and all(map(same, got, expected))
+    if isinstance(expected, np.ndarray):
+        return isinstance(got, np.ndarray) and close(got, expected)
+    return (type(got) is float and math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-12))
+
+
+def reject_known_mistakes(got, expected, models) -> None:
+    """Raise WrongAnswer for the first model (value, feedback, *codes) that `got` matches and `expected` does not."""
+    for value, feedback, *codes in models:
+        if value is not None and same(got, value) and not same(expected, value):
+            raise WrongAnswer(feedback, *codes)
+
+
+def no_side_effects(answer, name: str, arguments: tuple[str, ...]) -> None:
+    """Reject a function that modified its array arguments or returned one of them."""
+    if answer.last_mutated:
+        names = ", ".join(arguments[i] for i in answer.last_mutated if i < len(arguments))
+        raise WrongAnswer(f"`{name}` modified its input ({names}); build new arrays instead of changing the inputs in place.")
+    if answer.last_returned_input:
+        raise WrongAnswer(f"`{name}` returned its input array itself; return a new array.")
+
+
+def random_matrix(rng, rows: int, cols: int) -> np.ndarray:
+    return rng.uniform(-2, 2, size=(rows, cols))
+
+
+def uneven_size(rng, n: int) -> int:
+    """A size >= n that n does not divide (any size for n = 1); includes 73 when it fits."""
+    choices = [size for size in (7, 9, 10, 11, 13, 73) if size >= n and (n == 1 or size % n)]
+    return int(rng.choice(choices))
+
+
+def even_size(rng, n: int) -> int:
+    return n * int(rng.integers(1, 6))
+
+
+def sizes_text(blocks, axis: int) -> str:
+    return "[" + ", ".join(str(block.shape[axis]) if block.ndim == 2 else "?" for block in blocks) + "]"
+
+
+def array_list(got, n: int, name: str, item: str) -> list:
+    """The student's list of per-rank results: checks it is a list or tuple of n entries."""
+    if type(got) not in (list, tuple):
+        raise WrongAnswer(f"`{name}` should return a list of {n} {item}, one per rank, but returned {describe(got)}.")
+    if len(got) != n:
+        raise WrongAnswer(f"`{name}` returned {len(got)} shards for n = {n} ranks; it should return one {item[:-1]} per rank.")
+    return list(got)
+
+
+def block_models(W: np.ndarray, n: int, axis: int, name: str):
+    """Wrong ways of splitting W along `axis` (0: output rows, 1: input columns), as (blocks, feedback, *codes)."""
+    other = 1 - axis
+    owned, wrong = (("output units", "rows"), ("input features", "columns")) if axis == 0 else \
+        (("input features", "columns"), ("output units", "rows"))
+    strided = [W[rank::n] if axis == 0 else W[:, rank::n] for rank in range(n)]
+    expected = [np.array(block) for block in np.array_split(W, n, axis=axis)]
+    return [
+        (np.array_split(W, n, axis=other),
+         f"`{name}` split the {wrong[1]} of W, which are its {wrong[0]}. In PyTorch's (d_out, d_in) layout the "
+         f"{owned[1]} are the {owned[0]}, so rank i must own a block of {owned[1]}.", "weight-rows-are-inputs"),
+        ([block.T for block in expected],
+         f"`{name}` returned transposed blocks. Keep PyTorch's (d_out, d_in) layout: rows are output units and "
+         f"columns input features, so each block has the shape of a slice of W.", "weight-rows-are-inputs"),
+        (strided,
+         f"`{name}` gave rank i every {n}-th {owned[1][:-1]} (starting at i). Each rank must own one contiguous block "
+         f"of {owned[1]}, like numpy.array_split: rank 0 the first block, rank 1 the next, and so on."),
+    ]
+
+
+def check_blocks(got_blocks: list, W: np.ndarray, n: int, axis: int, name: str, label: str) -> None:
+    """Compare a student's blocks of W with numpy.array_split(W, n, axis) and explain any difference."""
+    expected = [np.array(block) for block in np.array_split(W, n, axis=axis)]
+    if same(got_blocks, expected):
+        return
+    reject_known_mistakes(got_blocks, expected, block_models(W, n, axis, name))
+    shapes_fit = all(block.ndim == 2 and block.shape[1 - axis] == W.shape[1 - axis] for block in got_blocks)
+    if shapes_fit and same(np.concatenate(got_blocks, axis=axis), W):
+        raise WrongAnswer(
+            f"`{name}` covers W in order, but with n = {n} its blocks have sizes {sizes_text(got_blocks, axis)} along "
+            f"axis {axis}, where numpy.array_split gives {sizes_text(expected, axis)}: with uneven sizes, the first "
+            f"{W.shape[axis] % n} blocks are one larger.")
+    for rank, (block, want) in enumerate(zip(got_blocks, expected)):
+        if not same(block, want):
+            start = sum(e.shape[axis] for e in expected[:rank])
+            part = "rows" if axis == 0 else "columns"
+            what = f"{part} {start} to {start + want.shape[axis] - 1} of W, shape {want.shape}"
+            found = f"has shape {block.shape}" if block.shape != want.shape else "has that shape but different values"
+            raise WrongAnswer(f"With W of shape {W.shape} and n = {n}, {label.format(rank=rank)} should be {what}; yours {found}.")
+
+
+@check(ASSIGNMENT, "split_output_rows")
+def check_split_output_rows(answer, ctx):
+    rng = ctx.rng
+    for n in (3, 4, 7, 2, 1):
+        d_out = even_size(rng, n) if n == 2 else uneven_size(rng, n)
+        d_in = int(rng.choice([size for size in (5, 7, 12) if size != d_out]))
+        W, b = random_matrix(rng, d_out, d_in), random_matrix(rng, 1, d_out)[0]
+        got = array_list(answer(W, b, n), n, "split_output_rows", "(W_i, b_i) pairs")
+        no_side_effects(answer, "split_output_rows", ("W", "b", "n"))
+        for rank, pair in enumerate(got):
+            if type(pair) not in (list, tuple) or len(pair) != 2:
+                raise WrongAnswer(f"Entry {rank} of the result should be a pair (W_{rank}, b_{rank}), but is {describe(pair)}.")
+        check_blocks([as_array(W_i, f"W_{rank}") for rank, (W_i, _) in enumerate(got)], W, n, 0,
+                     "split_output_rows", "W_{rank} (the weights of rank {rank})")
+        biases = [None if b_i is None else as_array(b_i, f"b_{rank}") for rank, (_, b_i) in enumerate(got)]
+        expected = [b_i for _, b_i in ref.split_output_rows(W, b, n)]
+        if same(biases, expected):
+            continue
+        reject_known_mistakes(biases, expected, [
+            ([b] * n, f"Every rank got the whole bias vector (shape {b.shape}). Rank i owns only its output units, so "
+                      f"it holds only their biases: b_i = the matching block of b, shape (d_i,)."),
+            ([None] * n, "The bias blocks are missing: rank i adds the biases of its own output units, so return "
+                         "b_i, the matching block of b, with each W_i.", "missing-bias"),
+        ])
+        rank = next(i for i, (got_b, want) in enumerate(zip(biases, expected)) if not same(got_b, want))
+        want = expected[rank]
+        raise WrongAnswer(f"With d_out = {d_out} and n = {n}, b_{rank} should be the {want.size} biases of rank {rank}'s "
+                          f"output units (shape {want.shape}); yours is {describe(biases[rank])}"
+                          f"{' with different values' if biases[rank] is not None and biases[rank].shape == want.shape else ''}.")
+    return ctx.passed("Correct: contiguous blocks of output rows, with the matching biases.")
+
+
+@check(ASSIGNMENT, "split_input_columns")
+def check_split_input_columns(answer, ctx):
+    rng = ctx.rng
+    for n in (3, 4, 7, 2, 1):
+        d_in = even_size(rng, n) if n == 2 else uneven_size(rng, n)
+        d_out = int(rng.choice([size for size in (5, 7, 12) if size != d_in]))
+        W = random_matrix(rng, d_out, d_in)
+        got = array_list(answer(W, n), n, "split_input_columns", "weight blocks")
+        no_side_effects(answer, "split_input_columns", ("W", "n"))
+        blocks = [as_array(W_i, f"W_{rank}") for rank, W_i in enumerate(got)]
+        check_blocks(blocks, W, n, 1, "split_input_columns", "W_{rank} (the weights of rank {rank})")
+    return ctx.passed("Correct: contiguous blocks of input columns, like numpy.array_split.")
+
+
+def forward_cases(rng, split: str):
+    """(X, W, b, n) cases; an even split comes first so that adding instead of concatenating is recognised."""
+    cases = []
+    for n in (2, 3, 7, 4, 1):
+        width = even_size(rng, n) if n == 2 else uneven_size(rng, n)
+        batch = int(rng.choice([1, 5, 7, 16]))
+        other = int(rng.choice([size for size in (1, 6, 7, 12) if size != width]))
+        d_out, d_in = (width, other) if split == "rows" else (other, width)
+        cases.append((random_matrix(rng, batch, d_in), random_matrix(rng, d_out, d_in), random_matrix(rng, 1, d_out)[0], n))
+    cases.append((EXAMPLE_X, EXAMPLE_W, EXAMPLE_B, 3))
+    return cases
+
+
+def output_array(got, name: str, shape: tuple[int, int]) -> np.ndarray:
+    if type(got) in (list, tuple) and got and all(type(item) is np.ndarray for item in got):
+        raise WrongAnswer(f"`{name}` returned a list of {len(got)} per-rank arrays; combine them into one array Z of shape {shape}.")
+    return as_array(got, "Z")
+
+
+def explain_difference(Z: np.ndarray, expected: np.ndarray, name: str) -> WrongAnswer:
+    if Z.shape != expected.shape:
+        return WrongAnswer(f"`{name}` returned Z of shape {Z.shape}; the layer's output has shape {expected.shape} (B, d_out).")
+    i, j = np.argwhere(~np.isclose(Z, expected, rtol=1e-7, atol=1e-9))[0]
+    return WrongAnswer(f"`{name}` returned Z of the right shape {Z.shape}, but Z[{i}, {j}] = {Z[i, j]:.6g} differs from "
+                       f"X @ W.T + b, the unsplit layer's output ({expected[i, j]:.6g}).")
+
+
+@check(ASSIGNMENT, "column_parallel_forward")
+def check_column_parallel_forward(answer, ctx):
+    for X, W, b, n in forward_cases(ctx.rng, "rows"):
+        shards = ref.split_output_rows(W, b, n)
+        expected = ref.column_parallel_forward(X, shards)
+        Z = output_array(answer(X, shards), "column_parallel_forward", expected.shape)
+        no_side_effects(answer, "column_parallel_forward", ("X", "shards"))
+        if same(Z, expected):
+            continue
+        local = [X @ W_i.T + b_i for W_i, b_i in shards]
+        equal_sizes = len({block.shape for block in local}) == 1
+        reject_known_mistakes(Z, expected, [
+            (np.sum(local, axis=0) if equal_sizes else None,
+             "You added the ranks' outputs. In a column-parallel layer each rank computes different output units, "
+             "so their blocks are concatenated along the last axis (an all-gather), not summed.", ),
+            (np.concatenate([X @ W_i.T for W_i, _ in shards], axis=-1),
+             "The bias is missing: each rank adds its own block b_i to X @ W_i.T.", "missing-bias"),
+            (np.concatenate(local, axis=0),
+             "You concatenated the blocks along the batch axis. Each rank holds some output units for every row, so "
+             "the blocks go side by side along the last (feature) axis, giving shape (B, d_out)."),
+            *[(block, f"You returned only rank {rank}'s block, shape {block.shape}. The other ranks hold the remaining "
+                      f"output units: an all-gather concatenates every rank's block to form Z.",
+               "split-needs-no-communication") for rank, block in enumerate(local)],
+        ])
+        raise explain_difference(Z, expected, "column_parallel_forward")
+    return ctx.passed("Correct: each rank's outputs, gathered along the last axis, equal the unsplit layer.")
+
+
+@check(ASSIGNMENT, "row_parallel_forward")
+def check_row_parallel_forward(answer, ctx):
+    for X, W, b, n in forward_cases(ctx.rng, "columns"):
+        shards = ref.split_input_columns(W, n)
+        expected = ref.row_parallel_forward(X, shards, b)
+        Z = output_array(answer(X, shards, b), "row_parallel_forward", expected.shape)
+        no_side_effects(answer, "row_parallel_forward", ("X", "shards", "b"))
+        if same(Z, expected):
+            continue
+        columns = np.cumsum([0] + [W_i.shape[1] for W_i in shards])
+        partials = [X[:, start:stop] @ W_i.T for W_i, start, stop in zip(shards, columns[:-1], columns[1:])]
+        no_reduction = ("Each rank's product X_i @ W_i.T is only a partial sum over its own input features; the "
+                        "partial products must be added across ranks (an all-reduce) before the bias is added once.")
+        reject_known_mistakes(Z, expected, [
+            (np.sum(partials, axis=0) + n * b,
+             f"The bias was added {n} times, once per rank. Add the partial products first (the all-reduce), then "
+             f"add b once.", "bias-added-per-shard"),
+            (np.sum(partials, axis=0),
+             "The bias is missing: after summing the partial products, add b once.", "missing-bias"),
+            (np.concatenate(partials, axis=-1), "You concatenated the partial products. " + no_reduction,
+             "split-needs-no-communication"),
+            (np.concatenate([partial + b for partial in partials], axis=-1), "You concatenated the partial products. "
+             + no_reduction, "split-needs-no-communication"),
+            *[(value, f"You returned rank {rank}'s {what} alone. " + no_reduction, "split-needs-no-communication")
+              for rank, partial in enumerate(partials)
+              for value, what in ((partial + b, "partial product plus b"), (partial, "partial product"))],
+            (np.mean(partials, axis=0) + b,
+             "You averaged the partial products. An all-reduce for a row-parallel layer sums them: each is a part of "
+             "the same dot products."),
+        ])
+        raise explain_difference(Z, expected, "row_parallel_forward")
+    return ctx.passed("Correct: partial products summed (one all-reduce), bias added once.")
+
+
+def communication_cases(rng):
+    """(collective, batch, d_out, world_size) cases; world sizes 3, 4, 7 first, where the wrong formulas all differ."""
+    cases = []
+    for world_size in (3, 4, 7, 2, 8, 1):
+        for collective in ("all_reduce", "all_gather"):
+            cases.append((collective, int(rng.choice([1, 7, 16, 64, 73])), int(rng.choice([7, 73, 512, 4096])), world_size))
+    return cases
+
+
+@check(ASSIGNMENT, "communication_elements")
+def check_communication_elements(answer, ctx):
+    for collective, batch, d_out, p in communication_cases(ctx.rng):
+        expected = ref.communication_elements(collective, batch, d_out, p)
+        got = as_float(answer(collective, batch, d_out, p), "The number of elements")
+        if same(got, expected):
+            continue
+        setting = f"For {collective} with B = {batch}, d_out = {d_out} and p = {p} ranks (N = B*d_out = {batch * d_out})"
+        if p == 1:
+            raise WrongAnswer(f"{setting} you returned {got:g}. A single rank already holds the whole output and sends nothing: return 0.")
+        N, share = batch * d_out, (p - 1) / p
+        ring = ("A ring sends the tensor in p chunks of N/p and each rank forwards p - 1 of them: (p-1)/p * N for an "
+                "all-gather, twice that for an all-reduce.")
+        reject_known_mistakes(got, expected, [
+            (0.0, f"{setting} you returned 0. Each rank holds only part of the result, so the ranks must exchange "
+                  f"data: {ring}", "split-needs-no-communication"),
+            (share * N if collective == "all_reduce" else None,
+             f"{setting} you returned (p-1)/p * N, half of the answer. A ring all-reduce is a reduce-scatter "
+             f"followed by an all-gather, and each of the two moves (p-1)/p * N per rank."),
+            (2 * share * N if collective == "all_gather" else None,
+             f"{setting} you returned 2(p-1)/p * N, the cost of an all-reduce. An all-gather is only its second "
+             f"half: each rank forwards p - 1 chunks of N/p, (p-1)/p * N."),
+            *[(factor * N, f"{setting} you returned {label}. {ring}") for factor, label in (
+                (p, "p * N"), (p - 1, "(p-1) * N"), (1, "N"), (1 / p, "N / p"), (2, "2N"), (2 * (p - 1), "2(p-1) * N"),
+                (2 / p, "2N / p"), (2 * p, "2p * N"))],
+        ])
+        raise WrongAnswer(f"{setting} you returned {got:g} elements per rank. {ring}")
+    return ctx.passed("Correct: (p-1)/p * N per rank for an all-gather and 2(p-1)/p * N for an all-reduce.")

@@ -1,0 +1,338 @@
+"""Reading and writing nbgrader's gradebook (any SQLAlchemy URL) for `autograde` and `export`.
+
+The layout matches what `nbgrader generate_assignment` and `nbgrader autograde` record, so
+formgrader, `nbgrader export` and manual grading keep working on the result:
+
+- per assignment: one notebook; per part one grade cell (name = part id, max_score = points;
+  code for automatic parts, markdown for manual ones); solution cells `answer_<part>` (automatic
+  parts) and `<part>` (manual parts); source cells for every graded, solution or locked cell.
+- per submission: one `SubmittedAssignment` with its `SubmittedNotebook`, a `Grade` per grade cell
+  (auto_score = the part's score; manual parts have no auto_score and need manual grading) and a
+  `Comment` per solution cell carrying the feedback.
+
+Every function here runs in the single driver process; `record_submission` is one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+SOLUTION_REGION = re.compile(r"^([ \t]*)### BEGIN SOLUTION[^\n]*\n.*?^[ \t]*### END SOLUTION[^\n]*$", re.S | re.M)
+
+
+class GradebookError(RuntimeError):
+    """The gradebook cannot be opened or does not have the expected shape."""
+
+
+def default_db_url(course_dir: Path) -> str:
+    return f"sqlite:///{(Path(course_dir) / 'gradebook.db').resolve()}"
+
+
+def open_gradebook(db_url: str, course_id: str):
+    """An `nbgrader.api.Gradebook` for `db_url`; GradebookError with the URL on failure."""
+    import os
+    import shutil
+    import sys
+
+    from nbgrader.api import Gradebook
+    if shutil.which("alembic") is None:  # nbgrader runs `alembic` to stamp a new database
+        os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    try:
+        return Gradebook(db_url, course_id=course_id)
+    except Exception as error:  # sqlalchemy raises many types; all mean "cannot use this URL"
+        raise GradebookError(f"cannot open the gradebook {db_url}: {type(error).__name__}: {error}") from None
+
+
+def notebook_name(assignment) -> str:
+    """The gradebook name of an assignment's notebook: its file name without .ipynb."""
+    return Path(assignment.notebook).stem
+
+
+def solution_cell_name(part) -> str:
+    return part.id if part.kind == "manual" else f"answer_{part.id}"
+
+
+# --- the assignment's structure ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CellInfo:
+    name: str
+    cell_type: str  # "code" | "markdown"
+    grade: bool
+    solution: bool
+    locked: bool
+    points: float
+    source: str
+    checksum: str | None
+
+
+def _read_notebook(path: Path | None):
+    if path is None or not path.is_file():
+        return None
+    import nbformat
+    try:
+        return nbformat.read(str(path), as_version=4)
+    except Exception:  # a broken course notebook falls back to course.yml alone
+        return None
+
+
+def _stub_source(source: str, cell_type: str) -> str:
+    """What a released notebook shows instead of a solution region."""
+    stub = "YOUR ANSWER HERE" if cell_type == "markdown" else "# YOUR CODE HERE\nraise NotImplementedError()"
+    return SOLUTION_REGION.sub(lambda m: "\n".join(m.group(1) + line for line in stub.splitlines()), source)
+
+
+def _is_mark_scheme(cell, grade_id: str) -> bool:
+    """Mark schemes never reach the gradebook: the release removes them before nbgrader saves cells."""
+    return "mark-scheme" in cell.get("metadata", {}).get("tags", []) or grade_id.endswith("_mark_scheme")
+
+
+def structure_cells(course, assignment) -> list[CellInfo]:
+    """The cells the gradebook records for `assignment`, as generate_assignment would.
+
+    Graded and locked cells come from source/<id>/<notebook> (hidden tests included, as nbgrader
+    keeps them for autograding); solution cells show the released stub from assignments/<id>/.
+    Parts missing from the notebooks (or notebooks that do not exist yet) come from course.yml.
+    """
+    import nbformat
+    from nbgrader import utils
+
+    source = _read_notebook(course.root / "source" / assignment.id / assignment.notebook)
+    released = _read_notebook(course.root / "assignments" / assignment.id / assignment.notebook)
+    released_by_id = {}
+    for cell in (released.cells if released else []):
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id:
+            released_by_id[grade_id] = cell
+    cells: dict[str, CellInfo] = {}
+    for cell in (source.cells if source else []):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        grade_id = meta.get("grade_id")
+        if not grade_id or cell.cell_type not in ("code", "markdown"):
+            continue
+        grade, solution, locked = bool(meta.get("grade")), bool(meta.get("solution")), bool(meta.get("locked"))
+        if not (grade or solution or locked) or grade_id in cells or _is_mark_scheme(cell, grade_id):
+            continue
+        shown = released_by_id.get(grade_id) if solution else None
+        if shown is not None:
+            text = shown.source
+        else:
+            text = _stub_source(cell.source, cell.cell_type) if solution else cell.source
+        points = float(meta.get("points", 0) or 0) if grade else 0.0
+        copy = nbformat.from_dict({"cell_type": cell.cell_type, "source": text,
+                                   "metadata": {"nbgrader": {**meta, "points": points}}})
+        checksum = utils.compute_checksum(copy)
+        cells[grade_id] = CellInfo(grade_id, cell.cell_type, grade, solution, locked, points, text, checksum)
+    for part in assignment.parts:
+        manual = part.kind == "manual"
+        kind = "markdown" if manual else "code"
+        existing = cells.get(part.id)
+        if existing is None or not existing.grade:
+            cells[part.id] = CellInfo(part.id, kind, True, manual, True, part.points, "", None)
+        elif existing.points != part.points:  # course.yml is the source of truth for points
+            cells[part.id] = CellInfo(existing.name, existing.cell_type, True, existing.solution,
+                                      existing.locked, part.points, existing.source, existing.checksum)
+        if not manual and solution_cell_name(part) not in cells:
+            name = solution_cell_name(part)
+            cells[name] = CellInfo(name, "code", False, True, False, 0.0, "", None)
+    return list(cells.values())
+
+
+def ensure_assignment(gradebook, course, assignment) -> None:
+    """Create the assignment, its notebook and its cells where missing (one transaction).
+
+    Rows that `nbgrader generate_assignment` (or an earlier run) recorded are kept; only the grade
+    cells' points and types follow course.yml.
+    """
+    from nbgrader.api import (Assignment, GradeCell, MissingEntry, Notebook, SolutionCell,
+                              SourceCell)
+    db = gradebook.db
+    try:
+        try:
+            row = gradebook.find_assignment(assignment.id)
+        except MissingEntry:
+            row = Assignment(name=assignment.id, course_id=gradebook.course_id)
+            db.add(row)
+        name = notebook_name(assignment)
+        notebook = next((nb for nb in row.notebooks if nb.name == name), None)
+        if notebook is None:
+            notebook = Notebook(name=name, assignment=row, kernelspec=json.dumps(
+                {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}))
+            db.add(notebook)
+        grade_cells = {cell.name: cell for cell in notebook.grade_cells}
+        solution_cells = {cell.name: cell for cell in notebook.solution_cells}
+        source_cells = {cell.name: cell for cell in notebook.source_cells}
+        for info in structure_cells(course, assignment):
+            if info.grade:
+                cell = grade_cells.get(info.name) or GradeCell(name=info.name, notebook=notebook)
+                _set(cell, max_score=info.points, cell_type=info.cell_type)
+                db.add(cell)
+            if info.solution:
+                cell = solution_cells.get(info.name) or SolutionCell(name=info.name, notebook=notebook)
+                db.add(cell)
+            if (info.grade or info.solution or info.locked) and info.name not in source_cells:
+                db.add(SourceCell(name=info.name, notebook=notebook, cell_type=info.cell_type,
+                                  locked=info.locked, source=info.source, checksum=info.checksum))
+        db.commit()
+    except Exception:
+        db.rollback()
+        raise
+
+
+def _set(row, **values) -> None:
+    for key, value in values.items():
+        if getattr(row, key) != value:
+            setattr(row, key, value)
+
+
+# --- one submission ---------------------------------------------------------------------------
+
+def part_comment(part_result, error: str | None = None, answer: str | None = None) -> str | None:
+    """The comment a grader sees next to one answer: status, score, feedback and misconceptions."""
+    from grader.misconceptions import MISCONCEPTIONS
+    lines = []
+    if error:
+        lines.append(f"This submission could not be graded: {error}")
+    if part_result.status == "manual":
+        if answer is not None and answer.strip() in ("", "YOUR ANSWER HERE"):
+            lines.append("No response.")
+        return "\n".join(lines) or None
+    lines.append(f"[{part_result.status}] {part_result.score:g}/{part_result.max_score:g}: {part_result.feedback}")
+    for code in part_result.misconceptions:
+        lines.append(f"Misconception {code}: {MISCONCEPTIONS.get(code, '')}".rstrip(": "))
+    return "\n".join(lines)
+
+
+def record_submission(gradebook, course, result, *, timestamp=None, changed: bool = True) -> None:
+    """Write one `SubmissionResult` into the gradebook in a single transaction.
+
+    Automatic parts get `auto_score`; manual parts get none and are flagged for manual grading.
+    A manual score already given is kept; `changed` (the submission differs from the one graded
+    before) flags it for review, as nbgrader does.
+    """
+    from nbgrader import utils
+    from nbgrader.api import (Comment, Grade, MissingEntry, Student, SubmittedAssignment,
+                              SubmittedNotebook)
+    assignment = course.assignment(result.assignment)
+    db = gradebook.db
+    try:
+        student = db.get(Student, result.student)
+        if student is None:
+            student = Student(id=result.student)
+            db.add(student)
+        assignment_row = gradebook.find_assignment(assignment.id)
+        notebook = next(nb for nb in assignment_row.notebooks if nb.name == notebook_name(assignment))
+        try:
+            submission = gradebook.find_submission(assignment.id, result.student)
+        except MissingEntry:
+            submission = SubmittedAssignment(assignment=assignment_row, student=student)
+            db.add(submission)
+        stamp = utils.parse_utc(timestamp) if timestamp else None
+        if submission.timestamp != stamp:
+            submission.timestamp = stamp
+        submitted = next((nb for nb in submission.notebooks if nb.notebook_id == notebook.id), None)
+        if submitted is None:
+            submitted = SubmittedNotebook(notebook=notebook, assignment=submission)
+            db.add(submitted)
+        grades = {grade.cell_id: grade for grade in submitted.grades}
+        comments = {comment.cell_id: comment for comment in submitted.comments}
+        by_part = {part.id: part for part in result.parts}
+        answers = getattr(result, "answers", {}) or {}
+        for cell in notebook.grade_cells:
+            grade = grades.get(cell.id)
+            if grade is None:
+                grade = Grade(cell=cell, notebook=submitted)
+                db.add(grade)
+            part_result = by_part.get(cell.name)
+            manual = part_result is None or part_result.status == "manual"
+            auto_score = None if manual else float(part_result.score)
+            if grade.auto_score != auto_score:
+                grade.auto_score = auto_score
+            if grade.manual_score is None:
+                needs = manual
+            else:
+                needs = bool(grade.needs_manual_grade) or changed
+            if grade.needs_manual_grade != needs:
+                grade.needs_manual_grade = needs
+        parts_by_solution = {solution_cell_name(part): part for part in assignment.parts}
+        for cell in notebook.solution_cells:
+            comment = comments.get(cell.id)
+            if comment is None:
+                comment = Comment(cell=cell, notebook=submitted)
+                db.add(comment)
+            part = parts_by_solution.get(cell.name)
+            text = None
+            if part is not None and part.id in by_part:
+                text = part_comment(by_part[part.id], result.error, answers.get(part.id))
+            elif result.error:
+                text = f"This submission could not be graded: {result.error}"
+            if comment.auto_comment != text:
+                comment.auto_comment = text
+        db.commit()
+    except Exception:
+        db.rollback()
+        raise
+
+
+def stored_scores(gradebook, assignment, student: str) -> dict[str, float | None] | None:
+    """{part id: auto_score} recorded for `student`, or None when nothing is recorded."""
+    from nbgrader.api import MissingEntry
+    try:
+        submitted = gradebook.find_submission_notebook(notebook_name(assignment), assignment.id, student)
+    except MissingEntry:
+        return None
+    return {grade.cell.name: grade.auto_score for grade in submitted.grades}
+
+
+# --- reading it back ---------------------------------------------------------------------------
+
+def dump(gradebook) -> list[dict]:
+    """A normalized, id-free view of every submission's grades and comments (for comparisons)."""
+    from nbgrader.api import SubmittedNotebook
+    rows = []
+    for submitted in gradebook.db.query(SubmittedNotebook).all():
+        rows.append({
+            "student": submitted.assignment.student.id,
+            "assignment": submitted.assignment.assignment.name,
+            "notebook": submitted.notebook.name,
+            "grades": sorted((g.cell.name, g.auto_score, g.manual_score, g.extra_credit, bool(g.needs_manual_grade))
+                             for g in submitted.grades),
+            "comments": sorted((c.cell.name, c.auto_comment, c.manual_comment) for c in submitted.comments),
+        })
+    return sorted(rows, key=lambda row: (row["student"], row["assignment"], row["notebook"]))
+
+
+@dataclass
+class ScoreTable:
+    """Scores per student: columns are (assignment, part) pairs in course order."""
+    columns: list[tuple[str, str]]
+    max_scores: dict[tuple[str, str], float]
+    scores: dict[str, dict[tuple[str, str], float]]  # student -> column -> score (missing: not submitted)
+    needs_manual: dict[str, int]  # student -> number of parts still waiting for a manual grade
+
+
+def score_table(gradebook, course=None) -> ScoreTable:
+    """Every student's score per graded cell, read from the gradebook (manual scores win)."""
+    from nbgrader.api import Assignment, Grade, Student
+    order = {a.id: (i, [p.id for p in a.parts]) for i, a in enumerate(course.assignments)} if course else {}
+    assignments = gradebook.db.query(Assignment).all()
+    assignments.sort(key=lambda a: (order.get(a.name, (len(order), []))[0], a.name))
+    columns, max_scores = [], {}
+    for row in assignments:
+        part_order = order.get(row.name, (0, []))[1]
+        cells = [cell for nb in sorted(row.notebooks, key=lambda nb: nb.name) for cell in nb.grade_cells]
+        cells.sort(key=lambda c: (part_order.index(c.name) if c.name in part_order else len(part_order), c.name))
+        for cell in cells:
+            columns.append((row.name, cell.name))
+            max_scores[(row.name, cell.name)] = float(cell.max_score)
+    scores = {student.id: {} for student in gradebook.db.query(Student).all()}
+    needs = {student: 0 for student in scores}
+    for grade in gradebook.db.query(Grade).all():
+        student = grade.notebook.assignment.student.id
+        key = (grade.notebook.assignment.assignment.name, grade.cell.name)
+        scores[student][key] = float(grade.score)
+        needs[student] += bool(grade.needs_manual_grade)
+    return ScoreTable(columns, max_scores, scores, needs)

@@ -1,0 +1,275 @@
+"""The walls around a student process: namespaces, mounts, resource limits, a separate user.
+
+`enter(config)` runs in a freshly forked child before any student code and returns the list
+of mechanisms it could not set up (each one a sentence for the warnings). It raises
+`IsolationError` when a mechanism that was available failed half-way (for instance a path
+that should be hidden could not be), because running student code then would be unsafe.
+
+Memory is capped with RLIMIT_AS set to the process's address space at fork time (the warm
+interpreter with NumPy and PyTorch already mapped) plus `memory_mb`; this works without
+cgroups and counts every allocation the student's code makes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+import time
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
+MS_REC, MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 1 << 14, 1 << 18, 1 << 21, 1 << 24
+PER_MOUNT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
+                   "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
+
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+
+SCRATCH_MOUNTS = {"/tmp": "mode=1777", "/var/tmp": "mode=1777", "/dev/shm": "mode=1777"}
+KERNEL_TREES = ("/proc", "/sys", "/dev")
+WORKDIR = "/tmp/work"
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.unshare.argtypes = [ctypes.c_int]
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+
+class IsolationError(RuntimeError):
+    """A sandbox mechanism failed part-way; the student process must not run."""
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None):
+    encode = lambda text: None if text is None else text.encode()  # noqa: E731
+    _check(_libc.mount(encode(source), encode(target), encode(fstype), flags, encode(data)),
+           f"mount {target}")
+
+
+def unshare(flags: int) -> None:
+    _check(_libc.unshare(flags), "unshare")
+
+
+def prctl(option: int, value: int) -> None:
+    _check(_libc.prctl(option, value, 0, 0, 0), "prctl")
+
+
+def vm_size_bytes() -> int:
+    """This process's current address-space size."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _unescape(path: str) -> str:
+    return path.encode().decode("unicode_escape").encode("latin-1").decode(errors="replace")
+
+
+def mount_points() -> list[tuple[str, set[str]]]:
+    """(mount point, per-mount options) for every mount in this namespace, parents first."""
+    points = []
+    with open("/proc/self/mountinfo") as info:
+        for line in info:
+            fields = line.split()
+            points.append((_unescape(fields[4]), set(fields[5].split(","))))
+    return points
+
+
+def _under(path: str, tree: str) -> bool:
+    return path == tree or path.startswith(tree.rstrip("/") + "/")
+
+
+def hide(path: str) -> None:
+    """Cover `path` with something empty: a read-only tmpfs for a directory, /dev/null for a file."""
+    if not os.path.lexists(path):
+        return
+    real = os.path.realpath(path)
+    if os.path.isdir(real):
+        mount("tmpfs", real, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=755")
+    elif os.path.exists(real):
+        mount("/dev/null", real, None, MS_BIND)
+
+
+def _closed_ancestor(path: str) -> str | None:
+    """The topmost folder on the way to `path` that other users cannot enter, if any."""
+    current = "/"
+    for part in [piece for piece in path.split("/") if piece]:
+        current = os.path.join(current, part)
+        try:
+            if not os.stat(current).st_mode & 0o001:
+                return current
+        except OSError:
+            return None
+    return None
+
+
+def expose(paths) -> None:
+    """Make `paths` (the Python installation) reachable for another user, even when it lives
+    in a closed folder such as /root: cover the closed folder with an empty tmpfs, then bind
+    the paths back at their usual places. Only this namespace sees the change."""
+    items = []
+    for path in paths:
+        real = os.path.realpath(path)
+        blocker = _closed_ancestor(real) if os.path.isdir(real) else None
+        if blocker is not None:
+            items.append((real, os.open(real, os.O_PATH | os.O_DIRECTORY), blocker))
+    try:
+        for blocker in sorted({blocker for _, _, blocker in items}):
+            mount("tmpfs", blocker, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
+        for real, fd, _ in sorted(items, key=lambda item: len(item[0])):
+            if os.path.isdir(real) and os.listdir(real):
+                continue  # already inside a folder bound back
+            os.makedirs(real, mode=0o755, exist_ok=True)
+            mount(f"/proc/self/fd/{fd}", real, None, MS_BIND | MS_REC)
+    finally:
+        for _, fd, _ in items:
+            os.close(fd)
+
+
+def make_filesystem_read_only(keep_writable: tuple[str, ...]) -> list[str]:
+    """Remount every mount read-only (this namespace only); return the mount points that refused."""
+    refused = []
+    for point, options in mount_points():
+        if "ro" in options or any(_under(point, tree) for tree in KERNEL_TREES + keep_writable):
+            continue
+        flags = MS_BIND | MS_REMOUNT | MS_RDONLY
+        for name, flag in PER_MOUNT_FLAGS.items():
+            if name in options:
+                flags |= flag
+        try:
+            mount(None, point, None, flags)
+        except OSError:
+            refused.append(point)
+    return refused
+
+
+def set_limits(config: dict) -> None:
+    limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_CPU, config["cpu_seconds"]),
+              (resource.RLIMIT_FSIZE, config["file_bytes"])]
+    if config.get("memory_bytes"):
+        limits.append((resource.RLIMIT_AS, vm_size_bytes() + config["memory_bytes"]))
+    if config.get("nproc"):
+        limits.append((resource.RLIMIT_NPROC, config["nproc"]))
+    for which, value in limits:
+        resource.setrlimit(which, (value, value))
+
+
+def enter(config: dict) -> list[str]:
+    """Wall off this (freshly forked) process as `config` asks; return what was unavailable."""
+    missing = []
+    os.setsid()
+    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+    root = os.geteuid() == 0
+    workdir = config["fallback_workdir"]
+    namespaces = False
+    if config["isolate"]:
+        try:
+            unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+            namespaces = True
+        except OSError as error:
+            missing.append(f"no private mount/network namespaces ({error.strerror}): student code can "
+                           "reach the network and read every file its user can read")
+    if namespaces:
+        try:
+            mount(None, "/", None, MS_REC | MS_PRIVATE)
+            for path in config["hide"]:
+                hide(path)
+            if config["isolate"] and root and config.get("uid") is not None:
+                expose(config.get("expose", ()))
+            refused = make_filesystem_read_only(tuple(SCRATCH_MOUNTS))
+            if refused:
+                missing.append(f"could not make {', '.join(refused[:5])} read-only for student code")
+            for target, options in SCRATCH_MOUNTS.items():
+                if os.path.isdir(target):
+                    mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV,
+                          f"size={config['scratch_mb']}m,{options}")
+            os.mkdir(WORKDIR, 0o700)
+            workdir = WORKDIR
+        except OSError as error:
+            raise IsolationError(f"could not prepare the private file system: {error}") from None
+    drop = config["isolate"] and root and config.get("uid") is not None
+    if config["isolate"] and not root:
+        missing.append("not running as root: student code runs as the grader's own user (it can "
+                       "signal the grader's processes and read its files), and fork bombs are not capped")
+    if drop:
+        os.chown(workdir, config["uid"], config["gid"])
+    set_limits({**config, "nproc": config["nproc"] if drop else None})
+    if drop:
+        os.setgroups([])
+        os.setresgid(config["gid"], config["gid"], config["gid"])
+        os.setresuid(config["uid"], config["uid"], config["uid"])
+        if os.getuid() != config["uid"] or os.geteuid() != config["uid"]:
+            raise IsolationError("could not switch to the sandbox user")
+    try:
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+    except OSError:
+        missing.append("could not forbid set-uid programs (PR_SET_NO_NEW_PRIVS)")
+    os.chdir(workdir)
+    os.environ.clear()
+    os.environ.update({"PATH": SAFE_PATH, "HOME": workdir, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+                       "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "MPLCONFIGDIR": workdir})
+    return missing
+
+
+def processes_of(uid: int) -> list[tuple[int, str]]:
+    """(pid, state letter) of every process whose real user is `uid`, read from /proc."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status") as status:
+                text = status.read()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+        try:
+            real_uid = int(fields["Uid"].split()[0])
+        except (KeyError, ValueError, IndexError):
+            continue
+        if real_uid == uid:
+            found.append((int(entry.name), fields.get("State", "?").split()[0]))
+    return found
+
+
+def kill_user(uid: int, rounds: int = 200) -> bool:
+    """In a throwaway child: become `uid` and SIGKILL its processes until only zombies remain.
+
+    kill(-1) from an unprivileged user reaches exactly that user's processes; /proc tells when
+    none is left running. Returns whether that was confirmed. The caller must exit afterwards.
+    """
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    me = os.getpid()
+    for round_number in range(rounds):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        alive = [pid for pid, state in processes_of(uid) if pid != me and state not in "ZX"]
+        if not alive:
+            return True
+        time.sleep(0.001 * min(round_number + 1, 20))
+    return False

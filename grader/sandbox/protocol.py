@@ -1,0 +1,121 @@
+"""Length-prefixed frames between the grader and a student process.
+
+A frame is an 8-byte little-endian length followed by that many bytes. Requests from the
+grader carry a JSON header and an optional binary body; replies from the student process
+carry a sequence number and the body, which the grader only ever parses with
+`grader.codec.loads` (never pickle). Reading is bounded in size and in time, so a child that
+sends a huge length, trickles bytes or stops answering cannot stall the grader.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import struct
+import time
+
+from grader import codec
+
+LENGTH = struct.Struct("<Q")
+SEQUENCE = struct.Struct("<Q")
+MAX_REPLY_BYTES = codec.MAX_ARRAY_BYTES + 2**20
+MAX_REQUEST_BYTES = 2**31
+
+
+class ChannelClosed(Exception):
+    """The other side closed the connection (for the grader: the student process ended)."""
+
+
+class ChannelTimeout(Exception):
+    """No complete frame arrived before the deadline."""
+
+
+class ProtocolError(Exception):
+    """The bytes received do not form a valid frame."""
+
+
+def encode_request(header: dict, body: bytes = b"") -> bytes:
+    """A request payload: length-prefixed JSON header, then the body."""
+    text = json.dumps(header).encode()
+    return LENGTH.pack(len(text)) + text + body
+
+
+def decode_request(payload: bytes) -> tuple[dict, bytes]:
+    """Inverse of `encode_request` (runs in the student process, on trusted input)."""
+    (size,) = LENGTH.unpack_from(payload, 0)
+    header = json.loads(payload[LENGTH.size:LENGTH.size + size])
+    return header, payload[LENGTH.size + size:]
+
+
+def send_frame(sock: socket.socket, payload: bytes, deadline: float | None = None) -> None:
+    """Send one frame; with a deadline, give up (ChannelTimeout) when the reader stalls."""
+    data = LENGTH.pack(len(payload)) + payload
+    if deadline is None:
+        sock.settimeout(None)
+    else:
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
+    try:
+        sock.sendall(data)
+    except socket.timeout:
+        raise ChannelTimeout("the student process stopped reading its requests") from None
+    except (BrokenPipeError, ConnectionResetError, OSError) as error:
+        raise ChannelClosed(str(error)) from None
+
+
+def _read_exact(sock: socket.socket, size: int, deadline: float | None) -> bytes:
+    chunks, remaining = [], size
+    while remaining:
+        if deadline is not None:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                raise ChannelTimeout("no reply before the deadline")
+            ready, _, _ = select.select([sock], [], [], wait)
+            if not ready:
+                raise ChannelTimeout("no reply before the deadline")
+        try:
+            chunk = sock.recv(min(remaining, 1 << 20))
+        except BlockingIOError:
+            continue
+        except OSError as error:
+            raise ChannelClosed(str(error)) from None
+        if not chunk:
+            raise ChannelClosed("the connection was closed")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv_frame(sock: socket.socket, deadline: float | None = None,
+               max_bytes: int = MAX_REPLY_BYTES) -> bytes:
+    """Receive one frame, no larger than `max_bytes`, before `deadline` (time.monotonic())."""
+    sock.setblocking(deadline is None)
+    if deadline is None:
+        sock.settimeout(None)
+    (size,) = LENGTH.unpack(_read_exact(sock, LENGTH.size, deadline))
+    if size > max_bytes:
+        raise ProtocolError(f"a frame of {size} bytes exceeds the {max_bytes}-byte limit")
+    return _read_exact(sock, size, deadline)
+
+
+def encode_reply(sequence: int, body: bytes) -> bytes:
+    return SEQUENCE.pack(sequence) + body
+
+
+def decode_reply(payload: bytes) -> tuple[int, bytes]:
+    """(sequence number, body) of a reply."""
+    if len(payload) < SEQUENCE.size:
+        raise ProtocolError("a reply too short to carry a sequence number")
+    (sequence,) = SEQUENCE.unpack_from(payload, 0)
+    return sequence, payload[SEQUENCE.size:]
+
+
+def recv_reply(sock: socket.socket, sequence: int, deadline: float | None,
+               max_bytes: int = MAX_REPLY_BYTES, max_stray: int = 10_000) -> bytes:
+    """The body of the reply to request `sequence`, discarding stray frames (stale or forged
+    replies written by student code), so a forged frame cannot shift later replies."""
+    for _ in range(max_stray):
+        number, body = decode_reply(recv_frame(sock, deadline, max_bytes))
+        if number == sequence:
+            return body
+    raise ProtocolError(f"more than {max_stray} stray frames while waiting for reply {sequence}")

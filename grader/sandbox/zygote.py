@@ -1,0 +1,333 @@
+"""The warm interpreter student processes are forked from, and the loop each of them runs.
+
+Started once per `Sandbox` as `python -m grader.sandbox.zygote FD`, it imports NumPy, PyTorch
+and Matplotlib (Agg) once, then serves requests from the grader on the control socket FD:
+
+- spawn: fork a fresh student process on the socket and output pipe passed along (SCM_RIGHTS);
+- kill_user: fork a helper that becomes the slot's user and SIGKILLs all its processes;
+- reap: the exit status of a finished student process;
+- info: the preloaded modules and the interpreter's address-space size.
+
+It never imports grader.reference, grader.checks or any course file, and it runs no student
+code itself: each student process is a fresh fork, used for one submission only.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import operator
+import os
+import re
+import socket
+import sys
+import traceback
+
+PRELOAD = ("numpy", "torch", "torch.nn", "torch.nn.functional", "matplotlib", "matplotlib.pyplot",
+           "sympy", "grader.codec", "grader.fakes", "grader.student")
+FORBIDDEN = ("grader.reference", "grader.checks", "grader.grading", "grader.submission")
+GUARDED = {"builtins": None, "json": None, "struct": None, "io": None, "os": None, "select": None,
+           "time": None, "traceback": None, "numpy": None, "numpy.lib.format": None,
+           "socket": ("socket", "timeout", "send_fds"), "torch": ("Tensor", "bfloat16", "float16", "nn"),
+           "torch.nn": ("Linear", "Parameter"), "grader.codec": None, "grader.student": None,
+           "grader.fakes": None, "grader.sandbox.protocol": None, "grader.sandbox.zygote": None}
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+CONTROL_BYTES = 1 << 20
+MAGIC_LINE = re.compile(r"^(\s*)[%!].*$", re.MULTILINE)
+
+
+def preload() -> list[str]:
+    os.environ["MPLBACKEND"] = "Agg"
+    loaded = []
+    for name in PRELOAD:
+        try:
+            __import__(name)
+            loaded.append(name)
+        except Exception:  # an optional library missing here only costs warm-up time later
+            pass
+    if "matplotlib" in sys.modules:
+        sys.modules["matplotlib"].use("Agg")
+    return loaded
+
+
+# ----------------------------------------------------------------------------- student process
+
+def _display(*objects, **_):
+    for value in objects:
+        print(repr(value))
+
+
+def _without_magics(source: str) -> str:
+    return MAGIC_LINE.sub(lambda match: f"{match.group(1)}pass", source)
+
+
+def _student_traceback(error: BaseException) -> str:
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if frame.filename.startswith("<")]
+    return "".join(traceback.format_list(frames[-3:]))[:2000]
+
+
+def _error_record(error: BaseException) -> dict:
+    return {"error": {"type": type(error).__name__[:80], "message": str(error)[:2000],
+                      "where": _student_traceback(error)}}
+
+
+def _flush():
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+
+
+class Guard:
+    """Undoes student monkeypatching of the modules the reply path relies on.
+
+    Module attributes present at fork time are put back after every piece of student code
+    runs, so e.g. `builtins.len = None` or `np.array_equal = lambda *a: True` cannot break
+    or bend the encoding of answers. (It changes no verdict either way: those are computed by
+    the grader from the data; this keeps one student's patch from costing their later parts.)
+    """
+
+    def __init__(self, guarded=GUARDED):
+        self.saved = []
+        for name, only in guarded.items():
+            if name in sys.modules:
+                namespace = vars(sys.modules[name])
+                keys = tuple(key for key in (only or namespace) if key in namespace)
+                if len(keys) > 1:
+                    self.saved.append((namespace, keys, operator.itemgetter(*keys),
+                                       tuple(namespace[key] for key in keys)))
+
+    def restore(self) -> None:
+        for namespace, keys, current_values, values in self.saved:
+            try:
+                if not any(map(operator.is_not, current_values(namespace), values)):
+                    continue
+            except KeyError:
+                pass
+            for key, value in zip(keys, values):
+                if namespace.get(key, _MISSING) is not value:
+                    namespace[key] = value
+
+
+_MISSING = object()
+
+
+class StudentLoop:
+    """Runs inside the student process: executes cells, answers calls and value requests."""
+
+    def __init__(self, sock: socket.socket):
+        from grader import codec, student
+        from grader.sandbox import protocol
+        self.codec, self.student, self.protocol = codec, student, protocol
+        self.sock = sock
+        self.guard = Guard()
+        self.namespace = {"__name__": "__main__", "__builtins__": builtins, "display": _display}
+
+    def reply(self, sequence: int, body: bytes) -> None:
+        _flush()
+        self.protocol.send_frame(self.sock, self.protocol.encode_reply(sequence, body))
+
+    def invoke(self, function, args):
+        try:
+            return function(*args)
+        finally:
+            self.guard.restore()
+
+    def handle(self, header: dict, body: bytes) -> bytes:
+        self.guard.restore()
+        op, dumps = header["op"], self.codec.dumps
+        if op == "exec":
+            return dumps(self.execute(header["source"], header["label"]))
+        name = header["name"]
+        if name not in self.namespace:
+            return dumps({"defined": False})
+        value = self.namespace[name]
+        if op == "probe":
+            return dumps({"defined": True, "callable": callable(value),
+                          "type": f"{type(value).__module__}.{type(value).__qualname__}"[:120]})
+        if op == "value":
+            return dumps({"defined": True, "value": value})
+        if op == "call":
+            return self.student.call_and_encode(lambda *args: self.invoke(value, args), body)
+        raise ValueError(f"unknown request {op!r}")
+
+    def execute(self, source: str, label: str) -> dict:
+        try:
+            try:
+                code = compile(source, label, "exec")
+            except SyntaxError:
+                stripped = _without_magics(source)
+                if stripped == source:
+                    raise
+                code = compile(stripped, label, "exec")
+            exec(code, self.namespace)
+        except BaseException as error:  # the student's exception, SystemExit included
+            self.guard.restore()
+            return _error_record(error)
+        self.guard.restore()
+        return {"ok": True}
+
+    def run(self) -> None:
+        protocol = self.protocol
+        while True:
+            try:
+                payload = protocol.recv_frame(self.sock, max_bytes=protocol.MAX_REQUEST_BYTES)
+            except protocol.ChannelClosed:
+                return
+            header, body = protocol.decode_request(payload)
+            try:
+                answer = self.handle(header, body)
+            except BaseException as error:
+                self.guard.restore()
+                try:
+                    answer = self.codec.dumps(_error_record(error))
+                except BaseException:
+                    answer = b""
+            self.reply(header["seq"], answer)
+
+
+def _student_process(config: dict, sock_fd: int, output_fd: int, control: socket.socket) -> None:
+    """In the forked child: rewire file descriptors, isolate, say hello, then serve requests."""
+    from grader.sandbox import isolation, protocol
+    control.detach()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(output_fd, 1)
+    os.dup2(output_fd, 2)
+    os.dup2(sock_fd, 3)
+    os.closerange(4, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 4096)
+    sock = socket.socket(fileno=3)
+    try:
+        missing = isolation.enter(config)
+        hello = {"ready": True, "missing": missing, "uid": os.getuid(), "pid": os.getpid()}
+    except BaseException as error:
+        hello = {"ready": False, "error": f"{type(error).__name__}: {error}"}
+    protocol.send_frame(sock, json.dumps(hello).encode())
+    if not hello["ready"]:
+        os._exit(70)
+    StudentLoop(sock).run()
+    _flush()
+    os._exit(0)
+
+
+# ----------------------------------------------------------------------------- the server
+
+def _reap_all() -> dict[int, int]:
+    finished = {}
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return finished
+        if pid == 0:
+            return finished
+        finished[pid] = status
+
+
+def _describe_status(status: int) -> dict:
+    if os.WIFSIGNALED(status):
+        return {"signal": os.WTERMSIG(status)}
+    return {"exit": os.waitstatus_to_exitcode(status)}
+
+
+class Zygote:
+    def __init__(self, control: socket.socket, loaded: list[str]):
+        self.control = control
+        self.loaded = loaded
+        self.finished: dict[int, int] = {}
+
+    def spawn(self, config: dict, fds: list[int]) -> dict:
+        if len(fds) != 2:
+            return {"error": "spawn needs a socket and an output pipe"}
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _student_process(config, fds[0], fds[1], self.control)
+            finally:
+                os._exit(71)
+        return {"pid": pid}
+
+    def kill_user(self, uid: int) -> dict:
+        from grader.sandbox import isolation
+        killer = os.fork()
+        if killer == 0:
+            try:
+                os._exit(0 if isolation.kill_user(uid) else 1)
+            finally:
+                os._exit(2)
+        while True:
+            pid, status = os.waitpid(-1, 0)
+            if pid == killer:
+                break
+            self.finished[pid] = status
+        import time
+        for _ in range(50):
+            self.finished.update(_reap_all())
+            if not isolation.processes_of(uid):
+                break
+            time.sleep(0.002)
+        return {"ok": os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0}
+
+    def reap(self, pid: int, wait: float) -> dict:
+        import time
+        deadline = time.monotonic() + wait
+        while True:
+            self.finished.update(_reap_all())
+            if pid in self.finished:
+                return _describe_status(self.finished.pop(pid))
+            if time.monotonic() >= deadline:
+                return {"running": True}
+            time.sleep(0.005)
+
+    def info(self) -> dict:
+        from grader.sandbox import isolation
+        forbidden = sorted(name for name in sys.modules if name.startswith(FORBIDDEN))
+        return {"pid": os.getpid(), "preloaded": self.loaded, "vm_bytes": isolation.vm_size_bytes(),
+                "forbidden_modules": forbidden, "threads": len(os.listdir("/proc/self/task"))}
+
+    def serve(self) -> None:
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(self.control, CONTROL_BYTES, 4)
+            except OSError:
+                return
+            if not data:
+                return
+            try:
+                request = json.loads(data)
+                op = request["op"]
+                if op == "spawn":
+                    answer = self.spawn(request["config"], fds)
+                elif op == "kill_user":
+                    answer = self.kill_user(int(request["uid"]))
+                elif op == "reap":
+                    answer = self.reap(int(request["pid"]), float(request.get("wait", 0)))
+                elif op == "info":
+                    answer = self.info()
+                else:
+                    answer = {"error": f"unknown request {op!r}"}
+            except Exception as error:
+                answer = {"error": f"{type(error).__name__}: {error}"}
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            self.finished.update(_reap_all())
+            self.control.sendall(json.dumps(answer).encode())
+
+
+def main(argv: list[str]) -> int:
+    import ctypes
+    import signal
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    control = socket.socket(fileno=int(argv[0]))
+    loaded = preload()
+    control.sendall(json.dumps({"ready": True, "preloaded": loaded}).encode())
+    Zygote(control, loaded).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

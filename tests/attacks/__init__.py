@@ -1,0 +1,1 @@
+"""A tiny assignment for exercising the sandbox, and hostile submissions against it."""

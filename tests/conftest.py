@@ -1,0 +1,93 @@
+"""Shared test helpers: a CheckContext for any part, grading an answer, and hostile answer values."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from grader.checks import CheckContext, run_check
+from grader.course import load_course
+from grader.seeding import rng_for
+
+TEST_SECRET = "test-secret"
+
+
+def make_ctx(assignment: str, part: str, seed: int | str = 0) -> CheckContext:
+    """A context for `assignment.part` whose rng is that of student `student-{seed}`."""
+    course_part = load_course().assignment(assignment).part(part)
+    rng = rng_for(TEST_SECRET, f"student-{seed}", f"{assignment}.{part}")
+    return CheckContext(assignment, part, course_part.points, rng, course_part.task)
+
+
+@pytest.fixture
+def ctx_for():
+    """`ctx_for(assignment, part, seed=0)` -> CheckContext with a per-seed random generator."""
+    return make_ctx
+
+
+@pytest.fixture
+def grade():
+    """`grade(assignment, part, answer, seed=0)` -> PartResult from `run_check`."""
+    def grade_answer(assignment: str, part: str, answer, seed: int | str = 0):
+        return run_check(make_ctx(assignment, part, seed), answer)
+    return grade_answer
+
+
+class LyingNumber:
+    """Claims to equal everything and converts to whatever a careless check asks for."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = object.__hash__
+
+    def __float__(self):
+        return 1.5
+
+    def __int__(self):
+        return 4
+
+    __index__ = __int__
+
+    def __array__(self, dtype=None, copy=None):
+        return np.ones(3, dtype=dtype)
+
+    def __len__(self):
+        return 3
+
+
+class SubclassedArray(np.ndarray):
+    """An ndarray subclass: arrives at checks as Unsupported."""
+
+
+def _matrix():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        return np.matrix([[1.0, 2.0]])
+
+
+def _generator():
+    yield from range(3)
+
+
+HOSTILE_VALUES = {
+    "None": lambda: None,
+    "a string": lambda: "1.5",
+    "a generator": _generator,
+    "np.matrix": _matrix,
+    "an ndarray subclass": lambda: np.ones(3).view(SubclassedArray),
+    "a lying object": LyingNumber,
+    "a sympy number": lambda: __import__("sympy").Rational(3, 2),
+    "a sympy matrix": lambda: __import__("sympy").Matrix([[1, 2]]),
+    "a plain object": object,
+    "a string array": lambda: np.array(["1", "2"]),
+    "a huge array": lambda: np.zeros(10_000_001, dtype=np.uint8),
+}
+
+
+@pytest.fixture(params=sorted(HOSTILE_VALUES))
+def hostile_value(request):
+    """(label, factory): a factory that makes a fresh hostile answer value each call."""
+    return request.param, HOSTILE_VALUES[request.param]

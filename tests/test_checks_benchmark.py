@@ -1,0 +1,260 @@
+"""The assignment-05 function checks, with time_op graded on the simulated device."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+import pytest
+
+from grader.checks.benchmark import scenarios
+from grader.reference import benchmark as ref
+from grader.result import Status
+from grader.student import LocalFunction
+
+A = "05_matmul_benchmark"
+PARTS = ["matmul_flops", "matmul_bytes", "arithmetic_intensity", "time_op", "achieved_flops", "roofline_bound"]
+SEEDS = range(15)
+
+
+def assert_zero(result, *codes, text: str = ""):
+    assert result.score == 0, result.feedback
+    assert result.status in (Status.FAILED, Status.ERROR), result
+    assert "internal error" not in result.feedback and result.feedback.strip()
+    assert set(codes) <= set(result.misconceptions), (codes, result)
+    assert text.lower() in result.feedback.lower(), result.feedback
+
+
+@pytest.mark.parametrize("part", PARTS)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_reference_gets_full_marks(grade, part, seed):
+    result = grade(A, part, LocalFunction(getattr(ref, part)), seed)
+    assert result.status == Status.PASSED and result.score == result.max_score > 0, result.feedback
+    assert result.misconceptions == ()
+
+
+def test_integer_and_float_answers_are_both_accepted(grade):
+    assert grade(A, "matmul_flops", LocalFunction(lambda B, i, o: float(2 * B * i * o))).score == 1
+    assert grade(A, "matmul_bytes", LocalFunction(lambda B, i, o, s: np.int64((B * i + o * i + B * o) * s))).score == 1
+
+
+# ------------------------------------------------------------------------------- formulas
+
+WRONG_FORMULAS = {
+    "matmul_flops": [
+        (lambda B, i, o: B * i * o, ("flops-missing-factor-2",), "two floating-point operations"),
+        (lambda B, i, o: 2 * B * i * o + B * o, (), "bias"),
+        (lambda B, i, o: 2 * i * o, (), "batch"),
+        (lambda B, i, o: 2 * B * i * i, (), "dot product"),
+    ],
+    "matmul_bytes": [
+        (lambda B, i, o, s: (B * i + B * o) * s, (), "weights"),
+        (lambda B, i, o, s: (B * i + o * i) * s, (), "output"),
+        (lambda B, i, o, s: B * i + o * i + B * o, (), "bytes_per_element"),
+        (lambda B, i, o, s: 8 * s * (B * i + o * i + B * o), (), "bits"),
+        (lambda B, i, o, s: (B * i + o * i + B * o + o) * s, (), "bias"),
+        (lambda B, i, o, s: (B * i + o * i + 2 * B * o) * s, (), "twice"),
+        (lambda B, i, o, s: o * i * s, (), "only the weights"),
+    ],
+    "arithmetic_intensity": [
+        (lambda B, i, o, s: B * i * o / ref.matmul_bytes(B, i, o, s), ("flops-missing-factor-2",), "factor 2"),
+        (lambda B, i, o, s: ref.matmul_bytes(B, i, o, s) / ref.matmul_flops(B, i, o), (), "bytes per flop"),
+        (lambda B, i, o, s: ref.matmul_flops(B, i, o) / (B * i + o * i + B * o), (), "per element"),
+        (lambda B, i, o, s: ref.matmul_flops(B, i, o) / ((B * i + B * o) * s), (), "weights"),
+    ],
+    "achieved_flops": [
+        (lambda B, i, o, t: B * i * o / t, ("flops-missing-factor-2",), "factor 2"),
+        (lambda B, i, o, t: 2 * B * i * o * t, (), "divides"),
+        (lambda B, i, o, t: 2 * B * i * o / t / 1e12, (), "TFLOP/s"),
+        (lambda B, i, o, t: 2 * B * i * o / t / 1e9, (), "GFLOP/s"),
+        (lambda B, i, o, t: t / (2 * B * i * o), (), "seconds per flop"),
+    ],
+    "roofline_bound": [
+        (lambda I, P, BW: "compute" if I < P / BW else "memory", (), "opposite"),
+        (lambda I, P, BW: "memory" if I < BW / P else "compute", (), "ridge point"),
+        (lambda I, P, BW: "memory", (), "ridge point"),
+        (lambda I, P, BW: "Memory" if I < P / BW else "Compute", (), "lower case"),
+        (lambda I, P, BW: "memory-bound" if I < P / BW else "compute-bound", (), "exactly"),
+        (lambda I, P, BW: I < P / BW, (), "'memory' or 'compute'"),
+    ],
+}
+
+
+@pytest.mark.parametrize("part, index", [(part, i) for part, models in WRONG_FORMULAS.items() for i in range(len(models))])
+@pytest.mark.parametrize("seed", [0, 3])
+def test_wrong_formulas_score_zero_with_their_code(grade, part, index, seed):
+    function, codes, text = WRONG_FORMULAS[part][index]
+    assert_zero(grade(A, part, LocalFunction(function), seed), *codes, text=text)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_roofline_off_by_one_at_the_ridge_point_gets_half(grade, seed):
+    result = grade(A, "roofline_bound", LocalFunction(lambda I, P, BW: "memory" if I <= P / BW else "compute"), seed)
+    assert result.status == Status.PARTIAL and result.score == 0.5 and "ridge point" in result.feedback
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_roofline_cases_cover_both_regimes_and_the_ridge(ctx_for, seed):
+    from grader.checks.benchmark import roofline_cases
+    cases = roofline_cases(ctx_for(A, "roofline_bound", seed).rng)
+    answers = [ref.roofline_bound(*case) for case in cases]
+    assert {"memory", "compute"} <= set(answers)
+    assert sum(intensity * bandwidth == peak for intensity, peak, bandwidth in cases) == 1
+
+
+# ------------------------------------------------------------------------------- time_op
+
+def no_warmup(fn, warmup, repeat, timer, sync):
+    return ref.time_op(fn, 0, repeat, timer, sync)
+
+
+def warmup_timed(fn, warmup, repeat, timer, sync):
+    return ref.time_op(fn, 0, warmup + repeat, timer, sync)
+
+
+def never_sync(fn, warmup, repeat, timer, sync):
+    return ref.time_op(fn, warmup, repeat, timer, None)
+
+
+def sync_only_before_end(fn, warmup, repeat, timer, sync):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start = timer()
+        fn()
+        if sync:
+            sync()
+        times.append(timer() - start)
+    return statistics.median(times)
+
+
+def sync_only_before_start(fn, warmup, repeat, timer, sync):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        if sync:
+            sync()
+        start = timer()
+        fn()
+        times.append(timer() - start)
+    return statistics.median(times)
+
+
+def summarised(summary):
+    def timing(fn, warmup, repeat, timer, sync):
+        for _ in range(warmup):
+            fn()
+        times = []
+        for _ in range(repeat):
+            if sync:
+                sync()
+            start = timer()
+            fn()
+            if sync:
+                sync()
+            times.append(timer() - start)
+        return float(summary(times))
+    return timing
+
+
+def one_window(fn, warmup, repeat, timer, sync):
+    for _ in range(warmup):
+        fn()
+    if sync:
+        sync()
+    start = timer()
+    for _ in range(repeat):
+        fn()
+    if sync:
+        sync()
+    return (timer() - start) / repeat
+
+
+def calls_sync_always(fn, warmup, repeat, timer, sync):
+    return ref.time_op(fn, warmup, repeat, timer, lambda: sync())
+
+
+WRONG_TIMINGS = [
+    (no_warmup, ("timing-includes-warmup",), "warm-up"),
+    (warmup_timed, ("timing-includes-warmup",), "warm-up"),
+    (never_sync, ("timing-without-sync",), "sync()"),
+    (sync_only_before_end, ("timing-without-sync",), "start clock"),
+    (sync_only_before_start, ("timing-without-sync",), "end clock"),
+    (summarised(np.mean), (), "median"),
+    (summarised(min), (), "fastest"),
+    (summarised(max), (), "slowest"),
+    (summarised(sum), (), "total"),
+    (one_window, (), "median"),
+    (summarised(lambda t: 1e3 * statistics.median(t)), (), "milliseconds"),
+    (summarised(lambda t: -statistics.median(t)), (), "end - start"),
+    (lambda fn, w, r, timer, sync: ref.time_op(fn, 3, 10, timer, sync), (), "use the arguments"),
+    (lambda fn, w, r, timer, sync: ref.time_op(fn, w, r - 1, timer, sync), (), "use the arguments"),
+    (lambda fn, w, r, timer, sync: ref.time_op(fn, w + 1, r, timer, sync), (), "use the arguments"),
+    (calls_sync_always, (), "sync=None"),
+    (lambda fn, w, r, timer, sync: ref.time_op(fn, w, r, time.perf_counter, sync), (), "`timer` argument"),
+    (lambda fn, w, r, timer, sync: [ref.time_op(fn, w, r, timer, sync)] * r, (), "should be a number"),
+]
+
+
+@pytest.mark.parametrize("index", range(len(WRONG_TIMINGS)))
+@pytest.mark.parametrize("seed", range(6))
+def test_wrong_timings_score_zero_with_their_code(grade, index, seed):
+    function, codes, text = WRONG_TIMINGS[index]
+    assert_zero(grade(A, "time_op", LocalFunction(function), seed), *codes, text=text)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_middle_value_for_an_even_repeat_gets_half(grade, seed):
+    result = grade(A, "time_op", LocalFunction(summarised(lambda t: sorted(t)[len(t) // 2])), seed)
+    assert result.status == Status.PARTIAL and result.score == 1.5 and "two middle values" in result.feedback
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_scenarios_separate_the_right_median_from_each_targeted_mistake(ctx_for, seed):
+    """The warm-up, outlier, asynchronous and even-repeat scenarios each expose their mistakes by a wide margin."""
+    warm, outlier, asynchronous, even = scenarios(ctx_for(A, "time_op", seed).rng)
+    targeted = [(warm, no_warmup), (warm, warmup_timed), (outlier, summarised(np.mean)), (outlier, summarised(min)),
+                (asynchronous, never_sync), (asynchronous, sync_only_before_end),
+                (asynchronous, sync_only_before_start), (even, summarised(lambda t: sorted(t)[len(t) // 2]))]
+    for scenario, mistake in targeted:
+        right, wrong = scenario.replay(ref.time_op), scenario.replay(mistake)
+        assert abs(wrong - right) > 1e-3 * right, (scenario.about, mistake)
+    assert not outlier.with_sync and asynchronous.asynchronous and even.repeat % 2 == 0
+
+
+def test_time_op_arguments_are_data(ctx_for):
+    from grader import codec
+    scenario = scenarios(ctx_for(A, "time_op", 0).rng)[0]
+    arguments = scenario.arguments()
+    assert codec.roundtrip(arguments) == arguments
+
+
+# ------------------------------------------------------------------------------- hostile answers
+
+@pytest.mark.parametrize("part", PARTS)
+def test_hostile_return_values_score_zero(grade, part, hostile_value):
+    _, make = hostile_value
+    assert_zero(grade(A, part, LocalFunction(lambda *args: make())))
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_stubs_are_reported_as_not_implemented(grade, part):
+    def stub(*args):
+        raise NotImplementedError("Task 5.1: fill in this function")
+    assert_zero(grade(A, part, LocalFunction(stub)), "not-implemented", text="not implemented")
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_exceptions_are_reported_without_crashing(grade, part):
+    def broken(*args):
+        raise ZeroDivisionError("division by zero")
+    result = grade(A, part, LocalFunction(broken))
+    assert result.status == Status.ERROR and result.score == 0 and "ZeroDivisionError" in result.feedback
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), True, "536870912", [1.0]])
+def test_non_numbers_and_non_finite_numbers_score_zero(grade, value):
+    assert_zero(grade(A, "matmul_flops", LocalFunction(lambda *args: value)))

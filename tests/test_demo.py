@@ -1,0 +1,39 @@
+"""`python -m grader demo` runs end to end and names every typical mistake (see test_autograde's fixture)."""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.demo_class import CLASS
+from test_autograde import demo_run, pytestmark  # noqa: F401  (the shared session fixture and marks)
+
+
+def test_demo_runs_end_to_end_quickly(demo_run):
+    directory, done = demo_run
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.seconds < 120
+    assert "Gradebook check: ok" in done.stdout
+    assert (directory / "gradebook.db").is_file()
+
+
+def test_demo_table_shows_each_students_misconceptions_and_verdict(demo_run):
+    _, done = demo_run
+    lines = done.stdout.splitlines()
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("student")):]
+    submitted = {path.parent.parent.name for path in (demo_run[0] / "submitted").glob("*/*/*.ipynb")}
+    for student in CLASS:
+        if student.id not in submitted:
+            continue
+        row = next(line for line in table if line.startswith(student.id + " "))
+        for code in student.expect:
+            assert code in row, (student.id, code)
+        assert " ok " in row and "!!" not in row, row
+    assert "What the students are told" in done.stdout
+    assert "The bias b must be added to every output." in done.stdout
+
+
+def test_demo_refuses_a_folder_that_is_not_empty(tmp_path, capsys):
+    from grader import cli
+    (tmp_path / "keep.txt").write_text("x")
+    assert cli.main(["demo", "--dir", str(tmp_path)]) == 2
+    assert "not empty" in capsys.readouterr().err

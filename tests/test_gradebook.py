@@ -1,0 +1,330 @@
+"""autograde's gradebook writes, with a stand-in for the isolated grader (fast, no student code runs).
+
+The stand-in reads each submitted notebook and grades an answer cell by a marker in its source,
+so these tests exercise exactly the driver: discovery, the gradebook layout, idempotency,
+interruption, manual parts, malformed notebooks and export. tests/test_autograde.py runs the
+real sandboxed grader.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from grader import autograde as ag
+from grader import export, gradebook as gbm
+from grader.course import load_course
+from grader.result import PartResult, Status
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.xdist_group("autograde_fake")
+
+REFERENCE_LINE = "return X @ W.T + b  # reference implementation line"
+
+
+# --- a small course on disk --------------------------------------------------------------------
+
+def _cell(cell_type, source, **nbgrader):
+    cell = {"cell_type": cell_type, "metadata": {"nbgrader": {"schema_version": 3, **nbgrader}},
+            "source": source}
+    if cell_type == "code":
+        cell.update(outputs=[], execution_count=None)
+    return cell
+
+
+def notebook_for(assignment, answers: dict[str, str] | None = None, source: bool = False) -> dict:
+    """An nbgrader notebook with one answer and one test cell per part (source=True: instructor's)."""
+    answers = answers or {}
+    cells = [{"cell_type": "code", "metadata": {}, "source": "import numpy as np", "outputs": [],
+              "execution_count": None}]
+    for part in assignment.parts:
+        if part.kind == "manual":
+            text = "### BEGIN SOLUTION\nModel answer.\n### END SOLUTION" if source else answers.get(part.id, "YOUR ANSWER HERE")
+            cells.append(_cell("markdown", text, solution=True, grade=True, locked=False, points=part.points,
+                               grade_id=part.id))
+            if source:
+                cells.append(_cell("markdown", "- 1 point: mentions the mark scheme", solution=False, grade=False,
+                                   locked=True, grade_id=f"{part.id}_mark_scheme"))
+            continue
+        body = (f"def {part.name}(X, W, b):\n    ### BEGIN SOLUTION\n    {REFERENCE_LINE}\n    ### END SOLUTION"
+                if source else answers.get(part.id, f"def {part.name}(*args):\n    raise NotImplementedError('Task {part.task}')"))
+        cells.append(_cell("code", body, solution=True, grade=False, locked=False, grade_id=f"answer_{part.id}"))
+        tests = "assert True\n"
+        if source:
+            tests += f"### BEGIN HIDDEN TESTS\nfrom grader.inline import assert_part\nassert_part('{assignment.id}.{part.id}', {part.name})\n### END HIDDEN TESTS"
+        cells.append(_cell("code", tests, solution=False, grade=True, locked=True, points=part.points,
+                           grade_id=part.id))
+    for index, cell in enumerate(cells):
+        cell["id"] = f"cell-{index}"
+    return {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                        "language": "python"}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
+def write_json(path: Path, data) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    return path
+
+
+def make_course(root: Path, assignments=("01_shapes", "02_parameters")) -> Path:
+    """A course directory: course.yml, source notebooks and three students' submissions."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "course.yml", root / "course.yml")
+    course = load_course(root / "course.yml")
+    for assignment_id in assignments:
+        assignment = course.assignment(assignment_id)
+        write_json(root / "source" / assignment_id / assignment.notebook, notebook_for(assignment, source=True))
+    for student, style in (("ada", "good"), ("bob", "stub"), ("cy", "mixed")):
+        for assignment_id in assignments:
+            assignment = course.assignment(assignment_id)
+            answers = {}
+            for index, part in enumerate(assignment.parts):
+                if part.kind == "manual":
+                    answers[part.id] = "Because the ReLU clips negatives." if style != "stub" else "YOUR ANSWER HERE"
+                elif style == "good" or (style == "mixed" and index % 2 == 0):
+                    answers[part.id] = f"def {part.name}(X, W, b):\n    return X @ W.T + b  # GOOD"
+                elif style == "mixed":
+                    answers[part.id] = f"def {part.name}(X, W, b):\n    return X @ W.T  # WRONG"
+            folder = root / "submitted" / student / assignment_id
+            write_json(folder / assignment.notebook, notebook_for(assignment, answers))
+            (folder / "timestamp.txt").write_text("2026-11-20 10:00:00.000000 UTC\n")
+    return root
+
+
+# --- a stand-in for grader.submission ----------------------------------------------------------
+
+class FakeResult(ag.FailedResult):
+    def __init__(self, course, assignment_id, path, student, parts, answers, error=None):
+        self.notebook, self.assignment, self.student, self.error = str(path), assignment_id, student, error
+        self.parts, self.answers, self.warnings, self.output = parts, answers, [], ""
+
+
+class FakeGrader:
+    """grade_submission's signature; `interrupt_after` raises KeyboardInterrupt like a killed run."""
+
+    def __init__(self, interrupt_after: int | None = None):
+        self.calls, self.interrupt_after = [], interrupt_after
+
+    def __call__(self, course, assignment_id, path, student, secret, sandbox):
+        if self.interrupt_after is not None and len(self.calls) >= self.interrupt_after:
+            raise KeyboardInterrupt
+        self.calls.append((student, assignment_id))
+        assignment = course.assignment(assignment_id)
+        data = json.loads(Path(path).read_text())  # a malformed notebook raises: autograde records it
+        sources = {c["metadata"]["nbgrader"]["grade_id"].removeprefix("answer_"): c["source"]
+                   for c in data["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+        parts = []
+        for part in assignment.parts:
+            source = sources.get(part.id, "")
+            if part.kind == "manual":
+                parts.append(PartResult(part.id, 0.0, part.points, Status.MANUAL, "graded by your instructor"))
+            elif "GOOD" in source:
+                parts.append(PartResult(part.id, part.points, part.points, Status.PASSED, "Correct."))
+            elif "WRONG" in source:
+                parts.append(PartResult(part.id, 0.0, part.points, Status.FAILED,
+                                        "Expected shape (7, 3); the bias is missing.", ("missing-bias",)))
+            else:
+                parts.append(PartResult(part.id, 0.0, part.points, Status.FAILED,
+                                        f"Task {part.task} is not implemented yet.", ("not-implemented",)))
+        return FakeResult(course, assignment_id, path, student, parts, sources)
+
+
+class FakeSandbox:
+    warnings: list[str] = []
+
+    def __init__(self, limits):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def run_fake(course_dir: Path, grader=None, **kwargs):
+    course = load_course(course_dir / "course.yml")
+    grader = grader or FakeGrader()
+    outcomes = ag.autograde(course, course_dir, grade=grader, sandbox_factory=FakeSandbox, secret="s3cret",
+                            progress_stream=open(course_dir / "progress.log", "a"), **kwargs)
+    return outcomes, grader
+
+
+def db_dump(course_dir: Path):
+    course = load_course(course_dir / "course.yml")
+    gradebook = gbm.open_gradebook(gbm.default_db_url(course_dir), course.course_id)
+    try:
+        return gbm.dump(gradebook)
+    finally:
+        gradebook.close()
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course_dir = make_course(tmp_path_factory.mktemp("course"))
+    outcomes, grader = run_fake(course_dir)
+    return course_dir, outcomes, grader
+
+
+# --- tests ---------------------------------------------------------------------------------------
+
+def test_one_grade_cell_per_part_with_points_and_solution_cells(graded):
+    course_dir, _, _ = graded
+    course = load_course(course_dir / "course.yml")
+    from nbgrader.api import Gradebook
+    with Gradebook(gbm.default_db_url(course_dir), course_id=course.course_id) as gradebook:
+        for assignment_id in ("01_shapes", "02_parameters"):
+            assignment = course.assignment(assignment_id)
+            notebook = gradebook.find_notebook(Path(assignment.notebook).stem, assignment_id)
+            cells = {c.name: (c.max_score, c.cell_type) for c in notebook.grade_cells}
+            assert cells == {p.id: (p.points, "markdown" if p.kind == "manual" else "code") for p in assignment.parts}
+            solutions = {c.name for c in notebook.solution_cells}
+            assert solutions == {p.id if p.kind == "manual" else f"answer_{p.id}" for p in assignment.parts}
+            sources = {c.name: c for c in notebook.source_cells}
+            first_auto = next(p for p in assignment.parts if p.kind != "manual")
+            assert "BEGIN HIDDEN TESTS" in sources[first_auto.id].source  # kept for autograding, as nbgrader does
+            assert REFERENCE_LINE not in sources[f"answer_{first_auto.id}"].source  # solution cleared
+            assert sources[first_auto.id].locked and sources[first_auto.id].checksum
+
+
+def test_scores_manual_flags_and_comments_match_results(graded):
+    course_dir, outcomes, _ = graded
+    assert len(outcomes) == 6 and all(o.graded for o in outcomes)
+    dump = {(row["student"], row["assignment"]): row for row in db_dump(course_dir)}
+    assert len(dump) == 6
+    course = load_course(course_dir / "course.yml")
+    for outcome in outcomes:
+        row = dump[(outcome.job.student, outcome.job.assignment)]
+        grades = {name: (auto, manual, needs) for name, auto, manual, _, needs in row["grades"]}
+        comments = {name: auto for name, auto, _ in row["comments"]}
+        results = json.loads((course_dir / "autograded" / outcome.job.student / outcome.job.assignment
+                              / "results.json").read_text())
+        for part in results["parts"]:
+            kind = course.assignment(outcome.job.assignment).part(part["id"]).kind
+            if kind == "manual":
+                assert grades[part["id"]] == (None, None, True)
+            else:
+                assert grades[part["id"]] == (part["score"], None, False)
+                assert part["feedback"] in comments[f"answer_{part['id']}"]
+    cy = dump[("cy", "01_shapes")]
+    assert any("missing-bias" in (text or "") for _, text, _ in cy["comments"])
+    bob_manual = dict((name, text) for name, text, _ in dump[("bob", "01_shapes")]["comments"])
+    assert bob_manual["relu_zero_reason"] == "No response."
+
+
+def test_rerun_is_idempotent_and_skips_unchanged(graded):
+    course_dir, _, _ = graded
+    before = db_dump(course_dir)
+    outcomes, grader = run_fake(course_dir)
+    assert grader.calls == [] and not any(o.graded for o in outcomes)
+    assert db_dump(course_dir) == before
+    outcomes, grader = run_fake(course_dir, force=True)
+    assert len(grader.calls) == 6
+    assert db_dump(course_dir) == before
+
+
+def test_interrupted_run_then_rerun_equals_one_clean_run(graded, tmp_path):
+    clean_dir, _, _ = graded
+    course_dir = make_course(tmp_path / "course")
+    with pytest.raises(KeyboardInterrupt):
+        run_fake(course_dir, FakeGrader(interrupt_after=2), workers=1)
+    partial = db_dump(course_dir)
+    assert 1 <= len(partial) <= 3
+    outcomes, grader = run_fake(course_dir)
+    assert len(grader.calls) == 6 - len(partial)  # nothing graded twice, nothing lost
+    assert db_dump(course_dir) == db_dump(clean_dir)
+
+
+def test_results_missing_from_gradebook_are_regraded(graded, tmp_path):
+    course_dir, _, _ = graded
+    other_db = f"sqlite:///{tmp_path / 'other.db'}"
+    outcomes, grader = run_fake(course_dir, db_url=other_db, students=["ada"])
+    assert len(grader.calls) == 2 and all(o.graded for o in outcomes)
+
+
+def test_manual_score_is_kept_and_changed_notebook_is_flagged(tmp_path):
+    course_dir = make_course(tmp_path / "course", assignments=("01_shapes",))
+    run_fake(course_dir)
+    course = load_course(course_dir / "course.yml")
+    from nbgrader.api import Gradebook
+    with Gradebook(gbm.default_db_url(course_dir), course_id=course.course_id) as gradebook:
+        grade = gradebook.find_grade("relu_zero_reason", "01_shapes", "01_shapes", "ada")
+        grade.manual_score, grade.needs_manual_grade = 1.0, False
+        gradebook.db.commit()
+    run_fake(course_dir, force=True)
+    row = next(r for r in db_dump(course_dir) if r["student"] == "ada")
+    assert ("relu_zero_reason", None, 1.0, None, False) in row["grades"]
+    path = course_dir / "submitted" / "ada" / "01_shapes" / "01_shapes.ipynb"
+    data = json.loads(path.read_text())
+    data["cells"][1]["source"] += "\n# edited after grading"
+    write_json(path, data)
+    outcomes, grader = run_fake(course_dir)
+    assert grader.calls == [("ada", "01_shapes")]
+    row = next(r for r in db_dump(course_dir) if r["student"] == "ada")
+    assert ("relu_zero_reason", None, 1.0, None, True) in row["grades"]
+
+
+def test_malformed_notebook_is_a_recorded_zero_and_the_batch_goes_on(tmp_path):
+    course_dir = make_course(tmp_path / "course", assignments=("01_shapes",))
+    (course_dir / "submitted" / "bob" / "01_shapes" / "01_shapes.ipynb").write_text("{ not json")
+    outcomes, grader = run_fake(course_dir)
+    assert len(outcomes) == 3
+    bob = next(o for o in outcomes if o.job.student == "bob")
+    assert bob.result["score"] == 0 and "JSONDecodeError" in bob.result["error"]
+    row = next(r for r in db_dump(course_dir) if r["student"] == "bob")
+    assert all(auto in (0.0, None) for _, auto, *_ in row["grades"])
+    assert all("could not be graded" in (text or "") for _, text, _ in row["comments"])
+    ada = next(o for o in outcomes if o.job.student == "ada")
+    assert ada.result["score"] == ada.result["max_score"] - 1  # all but the manual point
+
+
+def test_unknown_folder_and_missing_notebook_are_reported(tmp_path):
+    course_dir = make_course(tmp_path / "course", assignments=("01_shapes",))
+    (course_dir / "submitted" / "ada" / "99_nope").mkdir()
+    (course_dir / "submitted" / "dee" / "01_shapes").mkdir(parents=True)
+    outcomes, _ = run_fake(course_dir)
+    log = (course_dir / "progress.log").read_text()
+    assert "99_nope" in log and "not an assignment" in log
+    dee = next(o for o in outcomes if o.job.student == "dee")
+    assert dee.result["score"] == 0 and dee.result["error"]
+
+
+def test_unknown_assignment_argument_is_a_clear_error(tmp_path):
+    from grader.course import CourseError
+    course_dir = make_course(tmp_path / "course", assignments=("01_shapes",))
+    with pytest.raises(CourseError, match="unknown assignment '07_x'"):
+        run_fake(course_dir, assignment_ids=["07_x"])
+
+
+def test_export_csv_matches_gradebook(graded, tmp_path):
+    course_dir, _, _ = graded
+    out = tmp_path / "grades.csv"
+
+    class Args:
+        csv, db, course = str(out), None, str(course_dir)
+    assert export.run(Args) == 0
+    with out.open() as handle:
+        table = list(csv.DictReader(handle))
+    assert [row["student"] for row in table] == ["ada", "bob", "cy"]
+    dump = db_dump(course_dir)
+    course = load_course(course_dir / "course.yml")
+    for row in dump:
+        line = next(r for r in table if r["student"] == row["student"])
+        total = 0.0
+        for name, auto, manual, extra, _ in row["grades"]:
+            score = manual if manual is not None else (auto or 0.0)
+            assert float(line[f"{row['assignment']}.{name}"]) == score
+            total += score
+        assert float(line[f"{row['assignment']}.total"]) == pytest.approx(total)
+    for line in table:
+        assert float(line["total"]) == pytest.approx(float(line["01_shapes.total"]) + float(line["02_parameters.total"]))
+        assert line["03_gradients.total"] if "03_gradients.total" in line else True
+    ada = next(r for r in table if r["student"] == "ada")
+    auto_points = sum(p.points for a in course.assignments[:2] for p in a.parts if p.kind != "manual")
+    assert float(ada["total"]) == auto_points
+    assert int(ada["needs_manual_grade"]) == sum(p.kind == "manual" for a in course.assignments[:2] for p in a.parts)

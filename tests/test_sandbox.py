@@ -1,0 +1,521 @@
+"""The sandbox and grade_submission: isolation, limits, restarts, malformed notebooks, the real course."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attacks import kit
+from grader import codec
+from grader.codec import LinearData, TensorData, Unsupported
+from grader.course import Limits, load_course
+from grader.result import Status
+from grader.sandbox import RemoteFunction, Sandbox, hidden_paths
+from grader.sandbox.isolation import processes_of
+from grader.student import LocalFunction, NotDefined, StudentCrashed, StudentRaised, StudentTimeout
+from grader.submission import SubmissionResult, grade_submission
+
+pytestmark = [pytest.mark.xdist_group("sandbox"), pytest.mark.slow]
+
+ROOT = os.geteuid() == 0
+REPO = Path(__file__).resolve().parent.parent
+needs_root = pytest.mark.skipif(not ROOT, reason="separate users and namespaces need root")
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    return kit.make_course(tmp_path_factory.mktemp("sandbox-course") / "course")
+
+
+@pytest.fixture(scope="module")
+def sandbox(course):
+    with Sandbox(course.limits) as box:
+        yield box
+
+
+@pytest.fixture
+def session(sandbox, course):
+    with sandbox.session(hide=hidden_paths(course.root)) as live:
+        live.start()
+        yield live
+
+
+def grade(course, sandbox, path, student="alice"):
+    return grade_submission(course, kit.ASSIGNMENT, path, student, "test-secret", sandbox)
+
+
+def run(session, source, label=None):
+    label = label or f"<cell {len(session.history) + 1}>"
+    return session.run_cell(label, source)
+
+
+def wait_until_gone(uid, timeout=3.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        left = processes_of(uid)
+        if not left:
+            return []
+        time.sleep(0.02)
+    return processes_of(uid)
+
+
+# ----------------------------------------------------------------------------- the warm interpreter
+
+def test_zygote_preloads_libraries_and_no_grading_code(sandbox):
+    assert {"numpy", "torch", "matplotlib.pyplot"} <= set(sandbox.info["preloaded"])
+    assert sandbox.info["forbidden_modules"] == []
+
+
+@needs_root
+def test_every_isolation_mechanism_is_available_as_root(sandbox):
+    assert sandbox.warnings == []
+
+
+def test_student_process_has_agg_backend_and_preloaded_torch(session):
+    assert run(session, "import sys, matplotlib\nbackend = matplotlib.get_backend()\n"
+                        "warm = 'torch' in sys.modules").ok
+    assert session.value("backend").lower() == "agg"
+    assert session.value("warm") is True
+
+
+@needs_root
+def test_student_runs_as_slot_user_in_empty_private_dir_with_scrubbed_env(session, monkeypatch):
+    assert run(session, "import os\nwho = (os.getuid(), os.getgid(), os.getcwd(), os.listdir('.'),\n"
+                        "       sorted(os.environ), os.getsid(0) == os.getpid())").ok
+    uid, gid, cwd, listing, env, leader = session.value("who")
+    assert uid == gid == session.uid and uid != 0
+    assert cwd == "/tmp/work" and listing == []
+    assert set(env) <= {"PATH", "HOME", "TMPDIR", "LANG", "MPLBACKEND", "PYTHONDONTWRITEBYTECODE", "MPLCONFIGDIR"}
+    assert leader is True
+
+
+def test_secret_and_nbgrader_variables_never_reach_student_code(sandbox, monkeypatch):
+    monkeypatch.setenv("SANDBOX_TEST_SECRET", "do-not-leak-4411")
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    with sandbox.session() as live:
+        live.start()
+        assert run(live, "import os\nenv = dict(os.environ)").ok
+        env = live.value("env")
+    assert "SANDBOX_TEST_SECRET" not in env and "NBGRADER_EXECUTION" not in env
+    assert "do-not-leak-4411" not in json.dumps(env)
+
+
+# ----------------------------------------------------------------------------- isolation
+
+def test_each_submission_gets_a_fresh_process(sandbox, course):
+    with sandbox.session() as first:
+        first.start()
+        assert run(first, "import builtins, numpy as np\nbuiltins.LEFT_OVER = 1\nnp.LEFT_OVER = 2\npid = __import__('os').getpid()").ok
+        first_pid = first.value("pid")
+    with sandbox.session() as second:
+        second.start()
+        assert run(second, "import builtins, numpy as np, os\n"
+                           "seen = (hasattr(builtins, 'LEFT_OVER'), hasattr(np, 'LEFT_OVER'), os.getpid())").ok
+        leftover_builtin, leftover_numpy, second_pid = second.value("seen")
+    assert not leftover_builtin and not leftover_numpy
+    assert second_pid != first_pid
+
+
+@needs_root
+def test_files_written_by_one_student_are_invisible_to_the_next(sandbox):
+    places = ["/tmp/note.txt", "/var/tmp/note.txt", "/dev/shm/note.txt", "note.txt",
+              os.path.expanduser("~") + "/note.txt", str(REPO / "note.txt"), "/work/note.txt"]
+    writer = "import os\nwritten = []\nfor p in %r:\n    try:\n        open(p, 'w').write('from alice')\n" \
+             "        written.append(p)\n    except OSError:\n        pass\n" % places
+    with sandbox.session() as alice:
+        alice.start()
+        assert run(alice, writer).ok
+        assert "/tmp/note.txt" in alice.value("written")
+    with sandbox.session() as bob:
+        bob.start()
+        assert run(bob, "import os\nfound = [p for p in %r if os.path.exists(p)]" % places).ok
+        assert bob.value("found") == []
+    assert not Path("/var/tmp/note.txt").exists() and not (REPO / "note.txt").exists()
+
+
+@needs_root
+def test_student_cannot_read_course_sources_reference_or_grader(session, course):
+    secrets = [REPO / "grader" / "reference" / "shapes.py", REPO / "grader" / "checks" / "base.py",
+               REPO / "course.yml", REPO / "source" / "01_shapes" / "01_shapes.ipynb",
+               course.root / "source" / kit.ASSIGNMENT / f"{kit.ASSIGNMENT}.ipynb", course.root / "course.yml"]
+    probe = ("import os\nread = {}\nfor p in %r:\n    try:\n        read[p] = open(p).read()\n"
+             "    except OSError as e:\n        read[p] = type(e).__name__\n"
+             "listed = {d: os.listdir(d) if os.path.isdir(d) else None for d in %r}\n"
+             "try:\n    import grader.reference.shapes\n    imported = True\nexcept ImportError:\n    imported = False\n")
+    folders = [str(REPO / "grader"), str(REPO / "source"), str(course.root)]
+    assert run(session, probe % ([str(p) for p in secrets], folders)).ok
+    read = session.value("read")
+    for path in secrets:
+        assert read[str(path)] in ("", "FileNotFoundError"), f"student code read {path}"
+    assert all(not listing for listing in session.value("listed").values())
+    assert session.value("imported") is False
+
+
+@needs_root
+def test_no_network_not_even_the_graders_loopback(session):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.setblocking(False)
+    port = server.getsockname()[1]
+    try:
+        assert run(session, f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+                            "    reached = 'connected'\nexcept OSError as e:\n    reached = type(e).__name__").ok
+        assert session.value("reached") != "connected"
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    finally:
+        server.close()
+
+
+def test_output_is_captured_and_capped_without_blocking(session):
+    start = time.monotonic()
+    outcome = run(session, "import sys\nprint('first line')\nchunk = 'x' * 65536\n"
+                           "for _ in range(800):\n    sys.stdout.write(chunk)\nprint('done', file=sys.stderr)")
+    assert outcome.ok and time.monotonic() - start < 30
+    session.close()
+    text = session.output_text()
+    assert text.startswith("first line")
+    assert len(text.encode()) <= session.limits.output_kb * 1024 + 200
+    assert "output limit reached" in text
+
+
+@needs_root
+def test_process_tree_is_gone_after_the_session(sandbox):
+    live = sandbox.session()
+    live.start()
+    spawn = ("import os, subprocess, time\nsleeper = subprocess.Popen(['sleep', '300'])\n"
+             "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(300)\n    os._exit(0)\n"
+             "time.sleep(0.2)\n")
+    assert run(live, spawn).ok
+    uid = live.uid
+    assert len(processes_of(uid)) >= 3
+    live.close()
+    assert wait_until_gone(uid) == []
+
+
+@needs_root
+def test_fork_bomb_is_capped_and_cleaned_up(sandbox):
+    live = sandbox.session()
+    live.start()
+    bomb = ("import os\nn = 0\nwhile True:\n    try:\n        pid = os.fork()\n    except OSError:\n"
+            "        break\n    if pid == 0:\n        import time\n        time.sleep(300)\n        os._exit(0)\n    n += 1\n")
+    outcome = run(live, bomb)
+    assert outcome.ok
+    assert live.value("n") < 64 + 8 * (os.cpu_count() or 1)
+    uid = live.uid
+    live.close()
+    assert wait_until_gone(uid) == []
+
+
+def test_memory_cap_turns_a_huge_allocation_into_an_error(session):
+    outcome = run(session, "import numpy as np\nbig = np.ones(50 * 2**30 // 8)")
+    assert outcome.status == "raised" and "MemoryError" in outcome.message
+    assert run(session, "small = np.ones(1000).sum()").ok
+    assert session.value("small") == 1000.0
+
+
+# ----------------------------------------------------------------------------- timeouts, crashes, restarts
+
+def test_hanging_cell_is_skipped_and_state_replayed(session):
+    assert run(session, "a = 20", "<cell a>").ok
+    hung = run(session, "while True:\n    pass", "<cell hang>")
+    assert hung.status == "timeout" and "did not finish within" in hung.message
+    assert run(session, "b = a + 1", "<cell b>").ok
+    assert session.value("b") == 21
+    assert session.restarts == 1 and "<cell hang>" in session.skipped
+
+
+def test_exiting_cell_is_skipped_with_its_exit_status(session):
+    assert run(session, "a = 1").ok
+    died = run(session, "import os\nos._exit(7)", "<cell exit>")
+    assert died.status == "crashed" and "status 7" in died.message
+    assert run(session, "b = a + 1").ok and session.value("b") == 2
+
+
+def test_crash_inside_a_call_costs_only_that_call(session):
+    assert run(session, "import os\ndef bad(x):\n    os._exit(3)\ndef good(x):\n    return x + 1").ok
+    bad = RemoteFunction(session, "bad")
+    with pytest.raises(StudentCrashed, match="status 3"):
+        bad(np.ones(2))
+    with pytest.raises(StudentCrashed):
+        bad(np.ones(2))
+    session.ensure_alive()
+    assert RemoteFunction(session, "good")(np.ones(2)).tolist() == [2.0, 2.0]
+
+
+def test_hanging_call_times_out(session):
+    assert run(session, "def slow(x):\n    while True:\n        pass").ok
+    with pytest.raises(StudentTimeout, match="did not finish within"):
+        RemoteFunction(session, "slow")(1)
+
+
+def test_notebook_deadline_stops_everything(sandbox):
+    with sandbox.session(deadline=time.monotonic() + 1.5) as live:
+        live.start()
+        outcome = run(live, "while True:\n    pass")
+        assert outcome.status == "timeout" and "notebook's time limit" in outcome.message
+        with pytest.raises(StudentTimeout):
+            live.probe("anything")
+
+
+# ----------------------------------------------------------------------------- the data boundary
+
+def test_remote_function_behaves_like_local_function(session):
+    source = ("import numpy as np\n"
+              "def scale(x, factor):\n    return x * factor\n"
+              "def inplace(x):\n    x *= 2\n    return x\n"
+              "def stub(x):\n    raise NotImplementedError('Task 9.9: write it')\n"
+              "def broken(x):\n    return {}['missing']\n")
+    assert run(session, source).ok
+    namespace = {}
+    exec(source, namespace)
+    x = np.arange(7.0).reshape(7, 1)
+    for name, args in [("scale", (x, 3)), ("inplace", (x,))]:
+        remote, local = RemoteFunction(session, name), LocalFunction(namespace[name])
+        assert np.array_equal(remote(*args), local(*args))
+        assert remote.last_mutated == local.last_mutated
+        assert remote.last_returned_input == local.last_returned_input
+    assert RemoteFunction(session, "inplace").last_mutated == ()
+    with pytest.raises(StudentRaised) as raised:
+        RemoteFunction(session, "stub")(x)
+    assert raised.value.not_implemented and "Task 9.9" in raised.value.message
+    with pytest.raises(StudentRaised, match="KeyError"):
+        RemoteFunction(session, "broken")(x)
+
+
+def test_values_arrive_as_data(session):
+    assert run(session, "import torch\nt = torch.ones(2, 3, requires_grad=True)\nlayer = torch.nn.Linear(3, 2)\n"
+                        "gen = (i for i in range(3))\nclass Liar:\n    def __eq__(self, other):\n        return True\n"
+                        "liar = Liar()\nnums = [1, 2.5, (3, 'x')]").ok
+    tensor = session.value("t")
+    assert type(tensor) is TensorData and tensor.array.shape == (2, 3) and tensor.requires_grad
+    assert type(session.value("layer")) is LinearData
+    assert type(session.value("gen")) is Unsupported and type(session.value("liar")) is Unsupported
+    assert session.value("nums") == [1, 2.5, (3, "x")]
+    with pytest.raises(NotDefined):
+        session.value("never_defined")
+    assert session.probe("never_defined") == {"defined": False}
+
+
+def test_concurrent_sessions_get_distinct_users(sandbox):
+    found, errors = {}, []
+
+    def work(index):
+        try:
+            with sandbox.session() as live:
+                live.start()
+                run(live, f"import os\nme = (os.getuid(), {index} * 2)")
+                found[index] = live.value("me")
+        except Exception as error:  # surfaced by the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert sorted(value for _, value in found.values()) == [0, 2, 4]
+    if ROOT:
+        assert len({uid for uid, _ in found.values()}) == 3
+
+
+def test_without_isolation_still_separate_process_with_a_warning(course, tmp_path):
+    path = kit.write_submission(tmp_path / "alice" / "nb.ipynb")
+    with Sandbox(course.limits, isolate=False) as loose:
+        assert any("isolation is turned off" in warning for warning in loose.warnings)
+        result = grade(course, loose, path)
+    assert kit.scores(result) == kit.FULL_MARKS
+    assert any("isolation is turned off" in warning for warning in result.warnings)
+
+
+# ----------------------------------------------------------------------------- grade_submission
+
+def test_honest_submission_gets_full_marks_quickly(course, sandbox, tmp_path):
+    path = kit.write_submission(tmp_path / "alice" / "nb.ipynb")
+    grade(course, sandbox, path)
+    timings = []
+    for _ in range(3):
+        start = time.perf_counter()
+        result = grade(course, sandbox, path)
+        timings.append(time.perf_counter() - start)
+    assert isinstance(result, SubmissionResult) and result.error is None
+    assert kit.scores(result) == kit.FULL_MARKS
+    assert [p.id for p in result.parts] == ["double", "magic", "explain", "square", "formula"]
+    assert kit.part(result, "explain").status == Status.MANUAL
+    assert result.answers["explain"] == kit.HONEST["explain"]
+    assert result.answers["double"] == kit.HONEST["answer_double"]
+    assert (result.score, result.max_score) == (5.0, 6.0)
+    assert min(timings) < 1.0, f"grading a trivial notebook took {timings}"
+
+
+def test_test_cells_and_illustrations_never_run_and_extra_cells_are_ignored(course, sandbox, tmp_path):
+    extra = [kit.code("print('EXTRA-CELL-RAN')\ndef square(x):\n    return 0 * x\n")]
+    path = kit.write_submission(tmp_path / "alice" / "nb.ipynb", extra=extra)
+    result = grade(course, sandbox, path)
+    assert kit.scores(result) == kit.FULL_MARKS
+    for marker in (kit.TEST_CELL_MARKER, kit.ILLUSTRATION_MARKER, "EXTRA-CELL-RAN"):
+        assert marker not in result.output
+
+
+def test_locked_cells_come_from_the_source_notebook(course, sandbox, tmp_path):
+    cells = kit.submission_cells()
+    cells[1] = dict(cells[1], source="import numpy as np\nSCALE = 3.0\n")
+    result = grade(course, sandbox, kit.write_submission(tmp_path / "a.ipynb", cells=cells))
+    assert kit.part(result, "double").score == 2.0
+
+
+def test_same_notebook_graded_twice_gives_identical_results(course, sandbox, tmp_path):
+    overrides = {"answer_square": "def square(x):\n    return x * 2\n", "answer_magic": "magic = 41\n"}
+    path = kit.write_submission(tmp_path / "alice" / "nb.ipynb", overrides)
+    first, second = grade(course, sandbox, path), grade(course, sandbox, path)
+    assert first.to_dict() == second.to_dict()
+    assert kit.scores(first)["square"] == 0 and kit.scores(first)["magic"] == 0
+
+
+def test_result_dict_has_the_documented_keys(course, sandbox, tmp_path):
+    result = grade(course, sandbox, kit.write_submission(tmp_path / "a.ipynb"))
+    data = result.to_dict()
+    assert list(data) == ["notebook", "assignment", "student", "score", "max_score", "parts", "error", "warnings"]
+    assert data["parts"][0] == result.parts[0].to_dict()
+    json.dumps(data)
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"{not json", "invalid JSON"),
+    (bytes(range(256)) * 40, "not UTF-8"),
+    (b"", "is empty"),
+    (b"[1, 2, 3]", "no list of cells"),
+    (json.dumps({"cells": [], "nbformat": 3}).encode(), "nbformat 3"),
+    (json.dumps({"cells": [{"cell_type": "code", "source": 5}], "nbformat": 4}).encode(), "cell 1"),
+    (json.dumps({"cells": ["oops"], "nbformat": 4}).encode(), "cell 1 is not a notebook cell"),
+])
+def test_malformed_notebook_gives_clear_error_and_zeros(course, sandbox, tmp_path, content, expected):
+    path = tmp_path / "broken.ipynb"
+    path.write_bytes(content)
+    result = grade(course, sandbox, path)
+    assert result.error and expected in result.error
+    assert [p.id for p in result.parts] == [p.id for p in course.assignment(kit.ASSIGNMENT).parts]
+    assert all(p.score == 0 and p.status == Status.ERROR and expected in p.feedback for p in result.parts)
+
+
+def test_missing_file_and_unknown_assignment(course, sandbox, tmp_path):
+    missing = grade(course, sandbox, tmp_path / "nope.ipynb")
+    assert "cannot be read" in missing.error and len(missing.parts) == 5
+    unknown = grade_submission(course, "42_unknown", tmp_path / "nope.ipynb", "alice", "s", sandbox)
+    assert "unknown assignment" in unknown.error and unknown.parts == []
+
+
+def test_notebook_of_another_assignment_is_rejected(course, sandbox, tmp_path):
+    other = [kit.code("def linear_forward(x, W, b):\n    return x", {"grade_id": "answer_linear_forward",
+                                                                       "solution": True})]
+    result = grade(course, sandbox, kit.write_submission(tmp_path / "other.ipynb", cells=other))
+    assert "none of the answer cells" in result.error
+    assert result.score == 0 and all(p.status == Status.ERROR for p in result.parts)
+
+
+def test_deleted_answer_cells_cost_only_their_parts(course, sandbox, tmp_path):
+    path = kit.write_submission(tmp_path / "a.ipynb", drop=("answer_square", "explain"))
+    result = grade(course, sandbox, path)
+    assert result.error is None
+    assert kit.scores(result) == {**kit.FULL_MARKS, "square": 0.0}
+    assert "no answer cell" in kit.part(result, "square").feedback
+    assert "no answer cell" in kit.part(result, "explain").feedback
+    assert kit.part(result, "explain").status == Status.FAILED
+
+
+def test_duplicated_answer_cell_uses_the_first_and_says_so(course, sandbox, tmp_path):
+    cells = kit.submission_cells({"answer_square": "def square(x):\n    return x + 1\n"})
+    index = next(i for i, c in enumerate(cells) if c["metadata"].get("nbgrader", {}).get("grade_id") == "answer_square")
+    cells.insert(index + 1, kit.answer("answer_square", kit.HONEST["answer_square"]))
+    result = grade(course, sandbox, kit.write_submission(tmp_path / "dup.ipynb", cells=cells))
+    assert kit.part(result, "square").score == 0
+    assert "the first one was graded" in kit.part(result, "square").feedback
+    assert any("answer_square" in warning for warning in result.warnings)
+
+
+def test_reordered_cells_and_list_sources_are_fine(course, sandbox, tmp_path):
+    cells = kit.submission_cells()[::-1]
+    for cell in cells:
+        cell["source"] = cell["source"].splitlines(keepends=True)
+    result = grade(course, sandbox, kit.write_submission(tmp_path / "rev.ipynb", cells=cells))
+    assert kit.scores(result) == kit.FULL_MARKS
+
+
+def test_answer_cell_of_the_wrong_type(course, sandbox, tmp_path):
+    cells = kit.submission_cells()
+    for cell in cells:
+        if cell["metadata"].get("nbgrader", {}).get("grade_id") == "answer_magic":
+            cell["cell_type"] = "markdown"
+    result = grade(course, sandbox, kit.write_submission(tmp_path / "md.ipynb", cells=cells))
+    assert kit.part(result, "magic").score == 0 and "markdown cell" in kit.part(result, "magic").feedback
+    assert kit.part(result, "double").score == 2
+
+
+def test_failing_answer_cells_are_reported_per_part(course, sandbox, tmp_path):
+    overrides = {"answer_magic": "magic = undefined_name\n",
+                 "answer_double": "def double(x):\n    raise NotImplementedError('Task 1.1: double x')\n",
+                 "answer_formula": "import os\nos._exit(1)\n"}
+    result = grade(course, sandbox, kit.write_submission(tmp_path / "a.ipynb", overrides))
+    magic, double, formula = (kit.part(result, name) for name in ("magic", "double", "formula"))
+    assert magic.score == 0 and "NameError" in magic.feedback
+    assert double.score == 0 and "not-implemented" in double.misconceptions
+    assert formula.score == 0 and formula.status == Status.ERROR and "skipped" in formula.feedback
+    assert kit.part(result, "square").score == 1
+
+
+def test_grading_submissions_in_parallel_threads(course, sandbox, tmp_path):
+    paths = [kit.write_submission(tmp_path / f"s{i}" / "nb.ipynb",
+                                  {"answer_magic": f"magic = {42 if i % 2 == 0 else 7}\n"}) for i in range(4)]
+    results = [None] * 4
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, grade(course, sandbox, paths[i], f"s{i}")))
+               for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert [kit.scores(r)["magic"] for r in results] == [1.0, 0.0, 1.0, 0.0]
+    assert all(kit.scores(r)["double"] == 2.0 for r in results)
+
+
+def test_hidden_paths_keep_the_python_environment(course):
+    hidden = hidden_paths(course.root)
+    assert str(course.root / "source") in hidden and str(course.root / "course.yml") in hidden
+    assert str(REPO / "grader") in hidden and str(REPO / "source") in hidden
+    prefix = str(Path(sys.prefix).resolve())
+    assert not any(prefix == path or prefix.startswith(path + "/") for path in hidden)
+
+
+# ----------------------------------------------------------------------------- the real course
+
+def _real_assignments():
+    course = load_course()
+    return [a.id for a in course.assignments if (course.root / "source" / a.id / a.notebook).exists()]
+
+
+@pytest.fixture(scope="module")
+def real_sandbox():
+    with Sandbox(load_course().limits) as box:
+        yield box
+
+
+@pytest.mark.parametrize("assignment_id", _real_assignments())
+def test_real_source_notebook_earns_every_automatic_point(assignment_id, real_sandbox):
+    course = load_course()
+    assignment = course.assignment(assignment_id)
+    result = grade_submission(course, assignment_id, course.root / "source" / assignment_id / assignment.notebook,
+                              "reference-student", "test-secret", real_sandbox)
+    assert result.error is None
+    assert [p.id for p in result.parts] == [p.id for p in assignment.parts]
+    for part in result.parts:
+        expected = Status.MANUAL if assignment.part(part.id).kind == "manual" else Status.PASSED
+        assert part.status == expected, f"{part.id}: {part.feedback}"
