@@ -7,8 +7,9 @@ gradebook. After each submission the driver also writes autograded/<student>/<as
 results.json (the record that makes reruns idempotent, with the notebook's digest), a copy of the
 notebook for formgrader, and feedback/<student>/<assignment>/<notebook>.html.
 
-A rerun re-grades a submission only when its notebook changed, its results are missing from the
-gradebook or results.json, or --force is given; a run killed halfway loses and duplicates nothing.
+A rerun re-grades a submission only when its notebook changed, the course secret changed, its
+results are missing from the gradebook or results.json, or --force is given; a run killed halfway
+loses and duplicates nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import hashlib
 import json
 import shutil
 import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -24,6 +26,10 @@ from pathlib import Path
 
 RESULTS_FILE = "results.json"
 RESULTS_VERSION = 1
+
+
+class AutogradeError(RuntimeError):
+    """Grading cannot start at all; the message says why."""
 
 
 def add_arguments(parser):
@@ -50,7 +56,7 @@ def run(args) -> int:
             raise CourseError(f"--workers must be at least 1, got {args.workers}")
         outcomes = autograde(course, course_dir, db_url=args.db, assignment_ids=args.assignments or None,
                              students=args.student or None, workers=args.workers, force=args.force)
-    except (CourseError, GradebookError, FileNotFoundError) as error:
+    except (CourseError, GradebookError, AutogradeError, FileNotFoundError) as error:
         print(f"autograde: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -58,6 +64,9 @@ def run(args) -> int:
               file=sys.stderr)
         return 130
     print(summary_table(outcomes))
+    warnings = dict.fromkeys(w for o in outcomes if o.graded for w in o.result.get("warnings") or [])
+    for warning in list(warnings)[:10]:
+        print(f"autograde: warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -184,9 +193,17 @@ def read_previous(path: Path) -> dict | None:
     return data if isinstance(data, dict) and data.get("version") == RESULTS_VERSION else None
 
 
-def still_valid(previous: dict | None, job: Job, stored: dict | None) -> bool:
+def secret_fingerprint(secret: str) -> str:
+    """Tells whether results were graded with the same secret, without revealing it."""
+    import hmac
+    return hmac.new(secret.encode(), b"autograde results", hashlib.sha256).hexdigest()[:16]
+
+
+def still_valid(previous: dict | None, job: Job, stored: dict | None, fingerprint: str | None = None) -> bool:
     """True when results.json and the gradebook both hold this very notebook's grades."""
     if previous is None or stored is None or previous.get("digest") != job.digest:
+        return False
+    if fingerprint is not None and previous.get("secret") != fingerprint:
         return False
     for part in previous.get("parts", []):
         if part.get("status") != "manual" and stored.get(part.get("id")) != part.get("score"):
@@ -223,71 +240,124 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
             return Sandbox(limits, isolate=True)
     workers = max(1, int(workers or course.limits.workers))
 
-    gradebook = gb_module.open_gradebook(db_url or gb_module.default_db_url(course_dir), course.course_id)
+    # Starting the sandbox (a warm interpreter) takes seconds: do it while the gradebook opens.
+    previous_by_job = {job: read_previous(output_paths(course_dir, job, course)["results"]) for job in jobs}
+    fingerprint = secret_fingerprint(secret)
+    starter = None
+    if force or any(previous_by_job[job] is None or previous_by_job[job].get("digest") != job.digest
+                    or previous_by_job[job].get("secret") != fingerprint for job in jobs):
+        starter = _SandboxStarter(sandbox_factory, course.limits)
     outcomes: list[Outcome] = []
     try:
-        for assignment_id in sorted({job.assignment for job in jobs}):
-            gb_module.ensure_assignment(gradebook, course, course.assignment(assignment_id))
-        todo, previous_by_job = [], {}
-        for job in jobs:
-            paths = output_paths(course_dir, job, course)
-            previous = read_previous(paths["results"])
-            previous_by_job[job] = previous
-            stored = gb_module.stored_scores(gradebook, course.assignment(job.assignment), job.student)
-            if not force and still_valid(previous, job, stored):
-                outcomes.append(Outcome(job, previous, graded=False))
-            else:
-                todo.append(job)
-        if not todo:
-            print(f"autograde: all {len(jobs)} submissions are already graded (use --force to re-grade)",
-                  file=stream)
-            return _ordered(outcomes, jobs)
-        bar = None
-
-        def save(job: Job, result, seconds: float) -> None:
-            previous = previous_by_job[job]
-            changed = previous is None or previous.get("digest") != job.digest
-            gb_module.record_submission(gradebook, course, result, timestamp=job.timestamp, changed=changed)
-            data = result.to_dict()
-            data.update(version=RESULTS_VERSION, digest=job.digest, seconds=round(seconds, 3))
-            paths = output_paths(course_dir, job, course)
-            feedback.write(paths["results"], json.dumps(data, indent=1, default=str) + "\n")
-            feedback.write(paths["feedback"], feedback.render(course, result, course_dir))
-            _copy_for_formgrader(job, paths)
-            codes = sorted({c for p in result.parts for c in p.misconceptions})
-            outcomes.append(Outcome(job, data, graded=True, seconds=seconds, misconceptions=codes))
-            bar.advance(f"{job.student}/{job.assignment}")
-
-        def grade_one(job: Job, sandbox):
-            start = time.perf_counter()
+        gradebook = gb_module.open_gradebook(db_url or gb_module.default_db_url(course_dir), course.course_id)
+        try:
+            for assignment_id in sorted({job.assignment for job in jobs}):
+                gb_module.ensure_assignment(gradebook, course, course.assignment(assignment_id))
+            todo = []
+            for job in jobs:
+                previous = previous_by_job[job]
+                stored = gb_module.stored_scores(gradebook, course.assignment(job.assignment), job.student)
+                if not force and still_valid(previous, job, stored, fingerprint):
+                    outcomes.append(Outcome(job, previous, graded=False))
+                else:
+                    todo.append(job)
+            if not todo:
+                print(f"autograde: all {len(jobs)} submissions are already graded (use --force to re-grade)",
+                      file=stream)
+                return _ordered(outcomes, jobs)
+            starter = starter or _SandboxStarter(sandbox_factory, course.limits)
             try:
-                result = grade(course, job.assignment, job.path, job.student, secret, sandbox)
-            except Exception as error:  # grade_submission should never raise; record it if it does
-                result = FailedResult(course, job.assignment, job.path, job.student,
-                                      f"the grader failed on this notebook ({type(error).__name__}: {error})")
-            return result, time.perf_counter() - start
-
-        with sandbox_factory(course.limits) as sandbox:
+                sandbox = starter.get()
+            except Exception as error:  # the sandbox's own error types, whatever they are
+                raise AutogradeError(f"the sandbox for student code could not start: {error}") from error
             for warning in getattr(sandbox, "warnings", []) or []:
                 print(f"autograde: warning: {warning}", file=stream)
             bar = Progress(len(todo), stream)
+
+            def save(job: Job, result, seconds: float) -> None:
+                previous = previous_by_job[job]
+                changed = previous is None or previous.get("digest") != job.digest
+                gb_module.record_submission(gradebook, course, result, timestamp=job.timestamp, changed=changed)
+                data = result.to_dict()
+                data.update(version=RESULTS_VERSION, digest=job.digest, secret=fingerprint,
+                            seconds=round(seconds, 3))
+                paths = output_paths(course_dir, job, course)
+                feedback.write(paths["results"], json.dumps(data, indent=1, default=str) + "\n")
+                feedback.write(paths["feedback"], feedback.render(course, result, course_dir))
+                _copy_for_formgrader(job, paths)
+                codes = sorted({c for p in result.parts for c in p.misconceptions})
+                outcomes.append(Outcome(job, data, graded=True, seconds=seconds, misconceptions=codes))
+                bar.advance(f"{job.student}/{job.assignment}")
+
+            def grade_one(job: Job):
+                start = time.perf_counter()
+                try:
+                    result = grade(course, job.assignment, job.path, job.student, secret, sandbox)
+                except Exception as error:  # grade_submission should never raise; record it if it does
+                    result = FailedResult(course, job.assignment, job.path, job.student,
+                                          f"the grader failed on this notebook ({type(error).__name__}: {error})")
+                return result, time.perf_counter() - start
+
+            order = {job: index for index, job in enumerate(todo)}
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grade") as pool:
-                pending = {pool.submit(grade_one, job, sandbox): job for job in todo}
+                pending = {pool.submit(grade_one, job): job for job in todo}
                 try:
                     while pending:
                         done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                        for future in sorted(done, key=lambda f: todo.index(pending[f])):
+                        for future in sorted(done, key=lambda f: order[pending[f]]):
                             job = pending.pop(future)
                             result, seconds = future.result()
-                            save(job, result, seconds)
+                            save(job, result, seconds)  # the only place that writes: this thread
                 except BaseException:
                     for future in pending:
                         future.cancel()
                     raise
-        bar.finish()
+            bar.finish()
+        finally:
+            gradebook.close()
     finally:
-        gradebook.close()
+        if starter is not None:
+            starter.close()
     return _ordered(outcomes, jobs)
+
+
+class _SandboxStarter:
+    """Enters a sandbox in a background thread that lives until `close()`.
+
+    The sandbox's warm interpreter is tied to the thread that started it (it asks the kernel to
+    end it when its parent thread ends), so the same thread also waits and then leaves it.
+    """
+
+    def __init__(self, factory, limits):
+        self.sandbox, self.entered, self.error = factory(limits), None, None
+        self.ready, self.done = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._hold, name="sandbox", daemon=True)
+        self.thread.start()
+
+    def _hold(self) -> None:
+        try:
+            self.entered = self.sandbox.__enter__()
+        except BaseException as error:  # re-raised in the driver by get()
+            self.error = error
+            self.ready.set()
+            return
+        try:  # the symbolic checks' sympy, so the first notebook does not pay for it
+            import grader.symbolic  # noqa: F401
+        except Exception:
+            pass
+        self.ready.set()
+        self.done.wait()
+        self.sandbox.__exit__(None, None, None)
+
+    def get(self):
+        self.ready.wait()
+        if self.error is not None:
+            raise self.error
+        return self.entered
+
+    def close(self) -> None:
+        self.done.set()
+        self.thread.join()
 
 
 def _ordered(outcomes: list[Outcome], jobs: list[Job]) -> list[Outcome]:

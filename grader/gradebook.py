@@ -31,16 +31,73 @@ def default_db_url(course_dir: Path) -> str:
     return f"sqlite:///{(Path(course_dir) / 'gradebook.db').resolve()}"
 
 
+def alembic_head() -> str | None:
+    """nbgrader's current database revision, read from its migration scripts (None if unclear)."""
+    import nbgrader
+    revisions, parents = set(), set()
+    for script in (Path(nbgrader.__file__).parent / "alembic" / "versions").glob("*.py"):
+        text = script.read_text(encoding="utf-8")
+        revision = re.search(r"^revision\s*=\s*['\"](\w+)['\"]", text, re.M)
+        parent = re.search(r"^down_revision\s*=\s*['\"](\w+)['\"]", text, re.M)
+        if revision:
+            revisions.add(revision.group(1))
+        if parent:
+            parents.add(parent.group(1))
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _create_schema(db_url: str) -> None:
+    """Create nbgrader's tables, stamped with the alembic head, as `Gradebook` would.
+
+    nbgrader asks the `alembic` command for the head revision, a subprocess that costs seconds;
+    reading the migration scripts gives the same answer at once.
+    """
+    from nbgrader.api import Base
+    from sqlalchemy import create_engine, inspect, text
+    head = alembic_head()
+    if head is None:
+        return
+    engine = create_engine(db_url, future=True)
+    try:
+        if inspect(engine).get_table_names():
+            return
+        with engine.begin() as connection:
+            Base.metadata.create_all(bind=connection)
+            connection.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)"))
+            connection.execute(text("INSERT INTO alembic_version (version_num) VALUES (:head)"), {"head": head})
+    finally:
+        engine.dispose()
+
+
+def import_nbgrader_api():
+    """nbgrader.api, imported without jsonschema's optional IRI checker.
+
+    jsonschema builds that checker's grammar at import time (about a second); nbgrader and
+    nbformat never validate IRIs, so every command starts that much faster without it.
+    """
+    import sys
+    if "nbgrader.api" not in sys.modules and "rfc3987_syntax" not in sys.modules:
+        sys.modules["rfc3987_syntax"] = None  # makes `import rfc3987_syntax` raise ImportError
+        try:
+            import nbgrader.api  # noqa: F401
+        finally:
+            del sys.modules["rfc3987_syntax"]
+    import nbgrader.api
+    return nbgrader.api
+
+
 def open_gradebook(db_url: str, course_id: str):
-    """An `nbgrader.api.Gradebook` for `db_url`; GradebookError with the URL on failure."""
+    """An `nbgrader.api.Gradebook` for `db_url` (created if new); GradebookError naming the URL on failure."""
     import os
     import shutil
     import sys
 
-    from nbgrader.api import Gradebook
-    if shutil.which("alembic") is None:  # nbgrader runs `alembic` to stamp a new database
+    Gradebook = import_nbgrader_api().Gradebook
+    if shutil.which("alembic") is None:  # in case nbgrader still needs to run `alembic`
         os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     try:
+        _create_schema(db_url)
         return Gradebook(db_url, course_id=course_id)
     except Exception as error:  # sqlalchemy raises many types; all mean "cannot use this URL"
         raise GradebookError(f"cannot open the gradebook {db_url}: {type(error).__name__}: {error}") from None

@@ -23,7 +23,7 @@ from grader.course import Assignment, Course, CourseError, Part
 from grader.grading import grade_part
 from grader.result import PartResult, Status
 from grader.sandbox import RemoteFunction, Sandbox, SandboxError, hidden_paths
-from grader.student import MissingFunction, NotDefined, StudentCrashed, StudentError, StudentTimeout
+from grader.student import MissingFunction, NotDefined, StudentError, StudentTimeout
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def read_notebook(path: str | Path, what: str = "the notebook") -> list[Cell]:
                             "(a binary or corrupted file?)") from None
     try:
         notebook = json.loads(text)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:
         raise NotebookError(f"{what} {path.name} is not a notebook: invalid JSON ({error})") from None
     if type(notebook) is not dict or type(notebook.get("cells")) is not list:
         raise NotebookError(f"{what} {path.name} is not a Jupyter notebook: it has no list of cells")

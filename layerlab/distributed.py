@@ -75,6 +75,7 @@ def _rank_main(worker, rank: int, world_size: int, init_file: str, timeout: floa
         dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
                                 world_size=world_size, timeout=timedelta(seconds=max(timeout, 1.0)))
         value = worker(rank, world_size, *args)
+        dist.barrier()  # nobody leaves before every rank is connected and done
         results.put((rank, "ok", value))
     except BaseException as error:  # reported to the parent, which raises DistributedRunError
         results.put((rank, "error", f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=6)}"))
@@ -281,7 +282,7 @@ def _tensor_parallel_rank(rank: int, world_size: int, kind: str, X, shards, b, u
         else:
             Z = partial
         shared_bias = None if b is None else _tensor(b).requires_grad_(True)
-        if shared_bias is not None:
+        if shared_bias is not None and Z.shape[-1] == shared_bias.shape[0]:
             Z = Z + shared_bias
     G_used = G if tuple(G.shape) == tuple(Z.shape) else torch.ones_like(Z)
     (Z * G_used).sum().backward()
@@ -289,7 +290,7 @@ def _tensor_parallel_rank(rank: int, world_size: int, kind: str, X, shards, b, u
               "db": _numpy(bias.grad) if bias is not None else None,
               "weight_shape": tuple(weight.shape), "upstream_matched": G_used is G}
     if kind == "row":
-        result["db_shared"] = _numpy(shared_bias.grad) if shared_bias is not None else None
+        result["db_shared"] = _numpy(shared_bias.grad) if shared_bias is not None and shared_bias.grad is not None else None
     return result
 
 
@@ -410,4 +411,5 @@ def fit_alpha_beta(volumes, seconds) -> tuple[float, float]:
     volumes, seconds = np.asarray(volumes, float), np.asarray(seconds, float)
     design = np.stack([np.ones_like(volumes), volumes], axis=1)
     (alpha, per_byte), *_ = np.linalg.lstsq(design, seconds, rcond=None)
-    return float(alpha), float(1.0 / per_byte) if per_byte > 0 else float("inf")
+    growth = per_byte * volumes.max(initial=0.0)
+    return float(alpha), float(1.0 / per_byte) if growth > 1e-9 * np.abs(seconds).mean() else float("inf")

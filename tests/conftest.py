@@ -1,4 +1,8 @@
-"""Shared test helpers: a CheckContext for any part, grading an answer, and hostile answer values."""
+"""Shared test helpers: a CheckContext for any part, grading an answer, judging a result, hostile values.
+
+Test modules import the plain helpers (`make_ctx`, `assert_zero`, `assert_full_marks`,
+`hostile_formulas`) with `from conftest import ...`; the fixtures need no import.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import pytest
 
 from grader.checks import CheckContext, run_check
 from grader.course import load_course
+from grader.result import Status
 from grader.seeding import rng_for
 
 TEST_SECRET = "test-secret"
@@ -19,6 +24,21 @@ def make_ctx(assignment: str, part: str, seed: int | str = 0) -> CheckContext:
     course_part = load_course().assignment(assignment).part(part)
     rng = rng_for(TEST_SECRET, f"student-{seed}", f"{assignment}.{part}")
     return CheckContext(assignment, part, course_part.points, rng, course_part.task)
+
+
+def assert_zero(result, *codes: str, text: str = ""):
+    """A clear zero: failed or error, real feedback (no internal error), the given codes, `text` in the feedback."""
+    assert result.score == 0, result.feedback
+    assert result.status in (Status.FAILED, Status.ERROR), result
+    assert result.feedback.strip() and "internal error" not in result.feedback, result
+    assert set(codes) <= set(result.misconceptions), (codes, result)
+    assert text.lower() in result.feedback.lower(), result.feedback
+
+
+def assert_full_marks(result):
+    """Passed with every point and no misconception."""
+    assert result.status == Status.PASSED and result.score == result.max_score > 0, result.feedback
+    assert result.misconceptions == ()
 
 
 @pytest.fixture

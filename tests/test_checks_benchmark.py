@@ -13,25 +13,17 @@ from grader.reference import benchmark as ref
 from grader.result import Status
 from grader.student import LocalFunction
 
+from conftest import assert_full_marks, assert_zero
+
 A = "05_matmul_benchmark"
 PARTS = ["matmul_flops", "matmul_bytes", "arithmetic_intensity", "time_op", "achieved_flops", "roofline_bound"]
 SEEDS = range(15)
 
 
-def assert_zero(result, *codes, text: str = ""):
-    assert result.score == 0, result.feedback
-    assert result.status in (Status.FAILED, Status.ERROR), result
-    assert "internal error" not in result.feedback and result.feedback.strip()
-    assert set(codes) <= set(result.misconceptions), (codes, result)
-    assert text.lower() in result.feedback.lower(), result.feedback
-
-
 @pytest.mark.parametrize("part", PARTS)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_reference_gets_full_marks(grade, part, seed):
-    result = grade(A, part, LocalFunction(getattr(ref, part)), seed)
-    assert result.status == Status.PASSED and result.score == result.max_score > 0, result.feedback
-    assert result.misconceptions == ()
+    assert_full_marks(grade(A, part, LocalFunction(getattr(ref, part)), seed))
 
 
 def test_integer_and_float_answers_are_both_accepted(grade):

@@ -228,6 +228,26 @@ def test_rerun_is_idempotent_and_skips_unchanged(graded):
     assert db_dump(course_dir) == before
 
 
+def test_a_new_secret_regrades_everything(tmp_path):
+    course_dir = make_course(tmp_path / "course", assignments=("01_shapes",))
+    run_fake(course_dir)
+    course = load_course(course_dir / "course.yml")
+    outcomes = ag.autograde(course, course_dir, grade=FakeGrader(), sandbox_factory=FakeSandbox,
+                            secret="another secret", progress_stream=open(course_dir / "progress.log", "a"))
+    assert all(o.graded for o in outcomes) and len(outcomes) == 3
+
+
+def test_sandbox_that_cannot_start_is_one_clear_error(tmp_path):
+    class BrokenSandbox(FakeSandbox):
+        def __enter__(self):
+            raise OSError("no fork for you")
+    course_dir = make_course(tmp_path / "course", assignments=("01_shapes",))
+    course = load_course(course_dir / "course.yml")
+    with pytest.raises(ag.AutogradeError, match="could not start: no fork for you"):
+        ag.autograde(course, course_dir, grade=FakeGrader(), sandbox_factory=BrokenSandbox, secret="s",
+                     progress_stream=open(course_dir / "progress.log", "a"))
+
+
 def test_interrupted_run_then_rerun_equals_one_clean_run(graded, tmp_path):
     clean_dir, _, _ = graded
     course_dir = make_course(tmp_path / "course")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -14,9 +16,8 @@ import numpy as np
 import pytest
 
 from attacks import kit
-from grader import codec
 from grader.codec import LinearData, TensorData, Unsupported
-from grader.course import Limits, load_course
+from grader.course import load_course
 from grader.result import Status
 from grader.sandbox import RemoteFunction, Sandbox, hidden_paths
 from grader.sandbox.isolation import processes_of
@@ -81,9 +82,11 @@ def test_every_isolation_mechanism_is_available_as_root(sandbox):
 
 def test_student_process_has_agg_backend_and_preloaded_torch(session):
     assert run(session, "import sys, matplotlib\nbackend = matplotlib.get_backend()\n"
-                        "warm = 'torch' in sys.modules").ok
+                        "warm = 'torch' in sys.modules\nipython = 'IPython' in sys.modules\n"
+                        "grading = sorted(m for m in sys.modules if m.startswith(('grader.checks', 'grader.reference')))").ok
     assert session.value("backend").lower() == "agg"
     assert session.value("warm") is True
+    assert session.value("ipython") is False and session.value("grading") == []
 
 
 @needs_root
@@ -174,6 +177,14 @@ def test_no_network_not_even_the_graders_loopback(session):
             server.accept()
     finally:
         server.close()
+
+
+@needs_root
+def test_student_sees_only_its_own_processes(session):
+    assert run(session, "import os\nvisible = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+                        "me = os.getpid()").ok
+    assert session.value("visible") == [session.value("me")]
+    assert os.getpid() not in session.value("visible")
 
 
 def test_output_is_captured_and_capped_without_blocking(session):
@@ -392,6 +403,7 @@ def test_result_dict_has_the_documented_keys(course, sandbox, tmp_path):
 
 @pytest.mark.parametrize("content, expected", [
     (b"{not json", "invalid JSON"),
+    (b"[" * 100_000, "invalid JSON"),
     (bytes(range(256)) * 40, "not UTF-8"),
     (b"", "is empty"),
     (b"[1, 2, 3]", "no list of cells"),
@@ -493,6 +505,46 @@ def test_hidden_paths_keep_the_python_environment(course):
     assert str(REPO / "grader") in hidden and str(REPO / "source") in hidden
     prefix = str(Path(sys.prefix).resolve())
     assert not any(prefix == path or prefix.startswith(path + "/") for path in hidden)
+
+
+DEGRADED_SCRIPT = """
+import json, sys
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from attacks import kit
+from grader.sandbox import Sandbox
+from grader.submission import grade_submission
+course = kit.make_course(Path({root!r}))
+path = kit.write_submission(Path({root!r}) / "nb.ipynb", {{"answer_magic": "import os\\nprint('UID', os.getuid())\\nmagic = 42"}})
+with Sandbox(course.limits) as box:
+    result = grade_submission(course, kit.ASSIGNMENT, path, "alice", "s", box)
+print(json.dumps({{"scores": kit.scores(result), "warnings": result.warnings, "output": result.output}}))
+"""
+
+
+@needs_root
+@pytest.mark.skipif(not shutil.which("capsh"), reason="needs capsh to drop a capability")
+def test_without_namespaces_the_rest_still_works_and_says_so_loudly(tmp_path):
+    script = tmp_path / "degraded.py"
+    script.write_text(DEGRADED_SCRIPT.format(tests=str(REPO / "tests"), root=str(tmp_path / "course")))
+    done = subprocess.run(["capsh", "--drop=cap_sys_admin", "--", "-c", f"{sys.executable} {script}"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["scores"] == kit.FULL_MARKS
+    assert any("no private mount/network namespaces" in warning for warning in report["warnings"])
+    assert "WARNING (grader sandbox): no private mount/network namespaces" in done.stderr
+    assert "UID 0" not in report["output"] and "UID " in report["output"]
+
+
+def test_a_dead_warm_interpreter_is_restarted(sandbox):
+    sandbox._process.kill()
+    sandbox._process.wait()
+    with sandbox.session() as live:
+        live.start()
+        assert run(live, "x = 6 * 7").ok and live.value("x") == 42
+    assert any("restarted" in warning for warning in sandbox.warnings)
+    sandbox.warnings.remove(next(w for w in sandbox.warnings if "restarted" in w))
 
 
 # ----------------------------------------------------------------------------- the real course

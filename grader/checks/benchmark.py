@@ -16,7 +16,7 @@ import numpy as np
 
 from grader import fakes
 from grader.checks.base import WrongAnswer, check
-from grader.checks.tensor_parallel import reject_known_mistakes, same
+from grader.checks.common import CallWording, call_student, reject_known_mistakes, same
 from grader.checks.values import as_float, describe
 from grader.codec import CallableSpec
 from grader.reference import benchmark as ref
@@ -39,79 +39,87 @@ def layer_sizes(rng, count: int) -> list[tuple[int, int, int]]:
     return sizes
 
 
-def answer_number(answer, args, what: str) -> float:
-    return as_float(answer(*args), what)
+def layers_in_bytes(rng):
+    """((B, d_in, d_out, bytes_per_element), the setting in words) for the example and four random layers."""
+    for batch, d_in, d_out in layer_sizes(rng, 4):
+        size = int(rng.choice([2, 4, 8]))
+        yield (batch, d_in, d_out, size), f"For B = {batch}, d_in = {d_in}, d_out = {d_out} and {size} bytes per element"
+
+
+# Errors in student code reach run_check (status error); every argument here is a number.
+NUMBER_CALLS = CallWording(raised=None)
+LAYER_ARGUMENTS = ("batch", "d_in", "d_out")
+BYTES_ARGUMENTS = LAYER_ARGUMENTS + ("bytes_per_element",)
+
+
+def expect_number(answer, args: tuple, names: tuple[str, ...], expected: float, what: str, inputs: str,
+                  mistakes, advice: str, digits: str = "g") -> None:
+    """Grade one numeric answer: `answer(*args)` must equal `expected` within float64 tolerance.
+
+    On a mismatch the feedback starts "`inputs` you returned <number>"; `mistakes` are the wrong
+    models (value, rest of the feedback, *codes) tried first, and `advice` ends the generic feedback.
+    """
+    got = as_float(call_student(answer, args, names, NUMBER_CALLS), what)
+    if same(got, expected):
+        return
+    setting = f"{inputs} you returned {got:{digits}}"
+    reject_known_mistakes(got, expected, [(value, setting + rest, *codes) for value, rest, *codes in mistakes])
+    raise WrongAnswer(setting + advice)
 
 
 @check(ASSIGNMENT, "matmul_flops")
 def check_matmul_flops(answer, ctx):
     for batch, d_in, d_out in layer_sizes(ctx.rng, 4):
         expected = float(ref.matmul_flops(batch, d_in, d_out))
-        got = answer_number(answer, (batch, d_in, d_out), "The FLOP count")
-        if same(got, expected):
-            continue
-        setting = f"For B = {batch}, d_in = {d_in}, d_out = {d_out} you returned {got:g}"
-        reject_known_mistakes(got, expected, [
-            (expected / 2, f"{setting}: one FLOP per multiply-add. Each multiply-add is two floating-point operations, "
-                           f"a multiply and an add.", "flops-missing-factor-2"),
-            (expected + batch * d_out, f"{setting}, which includes the bias additions. Count only the matrix product "
-                                       f"X @ W.T; the bias adds just B*d_out more and is left out here."),
-            (expected / batch, f"{setting}, the count for one observation. Every one of the B rows of X goes through "
-                               f"the whole product, so the count grows with the batch."),
-        ])
-        raise WrongAnswer(f"{setting}. Each of the B*d_out outputs is a dot product of length d_in: d_in multiplies "
-                          f"and d_in additions.")
+        expect_number(answer, (batch, d_in, d_out), LAYER_ARGUMENTS, expected, "The FLOP count",
+                      f"For B = {batch}, d_in = {d_in}, d_out = {d_out}", [
+                          (expected / 2, ": one FLOP per multiply-add. Each multiply-add is two floating-point "
+                                         "operations, a multiply and an add.", "flops-missing-factor-2"),
+                          (expected + batch * d_out, ", which includes the bias additions. Count only the matrix "
+                                                     "product X @ W.T; the bias adds just B*d_out more and is left out here."),
+                          (expected / batch, ", the count for one observation. Every one of the B rows of X goes "
+                                             "through the whole product, so the count grows with the batch."),
+                      ], ". Each of the B*d_out outputs is a dot product of length d_in: d_in multiplies and d_in "
+                         "additions.")
     return ctx.passed("Correct: 2 * B * d_in * d_out.")
 
 
 @check(ASSIGNMENT, "matmul_bytes")
 def check_matmul_bytes(answer, ctx):
-    rng = ctx.rng
-    for batch, d_in, d_out in layer_sizes(rng, 4):
-        size = int(rng.choice([2, 4, 8]))
-        expected = float(ref.matmul_bytes(batch, d_in, d_out, size))
-        got = answer_number(answer, (batch, d_in, d_out, size), "The byte count")
-        if same(got, expected):
-            continue
+    for args, setting in layers_in_bytes(ctx.rng):
+        batch, d_in, d_out, size = args
+        expected = float(ref.matmul_bytes(*args))
         X, W, Z = batch * d_in, d_out * d_in, batch * d_out
-        setting = f"For B = {batch}, d_in = {d_in}, d_out = {d_out} and {size} bytes per element you returned {got:g}"
-        reject_known_mistakes(got, expected, [
-            ((X + Z) * size, f"{setting}, leaving out the weights. The product must read all of W (d_out*d_in "
-                             f"elements) as well as X, and write Z."),
-            ((X + W) * size, f"{setting}, leaving out the output. Z (B*d_out elements) has to be written to memory."),
-            ((W + Z) * size, f"{setting}, leaving out the input. X (B*d_in elements) has to be read."),
-            (W * size, f"{setting}, only the weights. Count reading X and W and writing Z."),
-            (expected / size, f"{setting}, a number of elements. Multiply by bytes_per_element to get bytes."),
-            (expected * 8, f"{setting}, a number of bits. Return bytes: elements times bytes_per_element."),
-            (expected + d_out * size, f"{setting}, which includes the bias. The formula leaves the bias out: "
-                                      f"read X and W, write Z."),
-            (expected + Z * size, f"{setting}, counting Z twice. Z is only written, once."),
-        ])
-        raise WrongAnswer(f"{setting}. Count reading X (B*d_in elements) and W (d_out*d_in) and writing Z (B*d_out), "
-                          f"each once, times bytes_per_element.")
+        expect_number(answer, args, BYTES_ARGUMENTS, expected, "The byte count", setting, [
+                          ((X + Z) * size, ", leaving out the weights. The product must read all of W (d_out*d_in "
+                                           "elements) as well as X, and write Z."),
+                          ((X + W) * size, ", leaving out the output. Z (B*d_out elements) has to be written to memory."),
+                          ((W + Z) * size, ", leaving out the input. X (B*d_in elements) has to be read."),
+                          (W * size, ", only the weights. Count reading X and W and writing Z."),
+                          (expected / size, ", a number of elements. Multiply by bytes_per_element to get bytes."),
+                          (expected * 8, ", a number of bits. Return bytes: elements times bytes_per_element."),
+                          (expected + d_out * size, ", which includes the bias. The formula leaves the bias out: "
+                                                    "read X and W, write Z."),
+                          (expected + Z * size, ", counting Z twice. Z is only written, once."),
+                      ], ". Count reading X (B*d_in elements) and W (d_out*d_in) and writing Z (B*d_out), each once, "
+                         "times bytes_per_element.")
     return ctx.passed("Correct: (B*d_in + d_out*d_in + B*d_out) * bytes_per_element.")
 
 
 @check(ASSIGNMENT, "arithmetic_intensity")
 def check_arithmetic_intensity(answer, ctx):
-    rng = ctx.rng
-    for batch, d_in, d_out in layer_sizes(rng, 4):
-        size = int(rng.choice([2, 4, 8]))
-        flops, moved = ref.matmul_flops(batch, d_in, d_out), ref.matmul_bytes(batch, d_in, d_out, size)
+    for args, setting in layers_in_bytes(ctx.rng):
+        batch, d_in, d_out, size = args
+        flops, moved = ref.matmul_flops(batch, d_in, d_out), ref.matmul_bytes(*args)
         expected = flops / moved
-        got = answer_number(answer, (batch, d_in, d_out, size), "The arithmetic intensity")
-        if same(got, expected):
-            continue
-        setting = f"For B = {batch}, d_in = {d_in}, d_out = {d_out} and {size} bytes per element you returned {got:.6g}"
-        reject_known_mistakes(got, expected, [
-            (expected / 2, f"{setting}: the FLOP count is missing its factor 2 (a multiply-add is two operations).",
-             "flops-missing-factor-2"),
-            (moved / flops, f"{setting}, bytes per FLOP. Arithmetic intensity is FLOPs divided by bytes."),
-            (expected * size, f"{setting}, FLOPs per element. Divide by bytes: elements times bytes_per_element."),
-            (flops / ((batch * d_in + batch * d_out) * size), f"{setting}, without the weights in the bytes. "
-                                                              f"Reading W is part of the memory traffic."),
-        ])
-        raise WrongAnswer(f"{setting}; the intensity is matmul_flops / matmul_bytes for the same sizes.")
+        expect_number(answer, args, BYTES_ARGUMENTS, expected, "The arithmetic intensity", setting, [
+                          (expected / 2, ": the FLOP count is missing its factor 2 (a multiply-add is two operations).",
+                           "flops-missing-factor-2"),
+                          (moved / flops, ", bytes per FLOP. Arithmetic intensity is FLOPs divided by bytes."),
+                          (expected * size, ", FLOPs per element. Divide by bytes: elements times bytes_per_element."),
+                          (flops / ((batch * d_in + batch * d_out) * size), ", without the weights in the bytes. "
+                                                                            "Reading W is part of the memory traffic."),
+                      ], "; the intensity is matmul_flops / matmul_bytes for the same sizes.", digits=".6g")
     return ctx.passed("Correct: FLOPs per byte moved.")
 
 
@@ -122,18 +130,14 @@ def check_achieved_flops(answer, ctx):
         seconds = float(10 ** rng.uniform(-5, -1))
         flops = ref.matmul_flops(batch, d_in, d_out)
         expected = ref.achieved_flops(batch, d_in, d_out, seconds)
-        got = answer_number(answer, (batch, d_in, d_out, seconds), "The FLOP rate")
-        if same(got, expected):
-            continue
-        setting = f"For B = {batch}, d_in = {d_in}, d_out = {d_out} measured in {seconds:.4g} s you returned {got:.6g}"
-        reject_known_mistakes(got, expected, [
-            (expected / 2, f"{setting}: the FLOP count is missing its factor 2.", "flops-missing-factor-2"),
-            (flops * seconds, f"{setting}. A rate divides the work by the time: FLOPs / seconds."),
-            (seconds / flops, f"{setting}, seconds per FLOP. Return FLOPs / seconds."),
-            (expected / 1e12, f"{setting}, in TFLOP/s. Return plain FLOP/s; divide by 1e12 only when printing."),
-            (expected / 1e9, f"{setting}, in GFLOP/s. Return plain FLOP/s; divide by 1e9 only when printing."),
-        ])
-        raise WrongAnswer(f"{setting}; the rate is matmul_flops(B, d_in, d_out) / seconds, in FLOP/s.")
+        expect_number(answer, (batch, d_in, d_out, seconds), (*LAYER_ARGUMENTS, "seconds"), expected,
+                      "The FLOP rate", f"For B = {batch}, d_in = {d_in}, d_out = {d_out} measured in {seconds:.4g} s", [
+                          (expected / 2, ": the FLOP count is missing its factor 2.", "flops-missing-factor-2"),
+                          (flops * seconds, ". A rate divides the work by the time: FLOPs / seconds."),
+                          (seconds / flops, ", seconds per FLOP. Return FLOPs / seconds."),
+                          (expected / 1e12, ", in TFLOP/s. Return plain FLOP/s; divide by 1e12 only when printing."),
+                          (expected / 1e9, ", in GFLOP/s. Return plain FLOP/s; divide by 1e9 only when printing."),
+                      ], "; the rate is matmul_flops(B, d_in, d_out) / seconds, in FLOP/s.", digits=".6g")
     return ctx.passed("Correct: FLOPs divided by seconds.")
 
 
@@ -155,14 +159,16 @@ def check_roofline_bound(answer, ctx):
     cases = roofline_cases(ctx.rng)
     answers = []
     for intensity, peak, bandwidth in cases:
-        got = answer(intensity, peak, bandwidth)
+        got = call_student(answer, (intensity, peak, bandwidth), ("intensity", "peak_flops", "bandwidth"),
+                           NUMBER_CALLS)
         if type(got) is not str or got not in ref.BOUNDS:
             hint = " exactly, in lower case" if type(got) is str and got.strip().lower().startswith(ref.BOUNDS) else ""
-            raise WrongAnswer(f"`roofline_bound` should return the string 'memory' or 'compute'{hint}, but returned {describe(got)}.")
+            raise WrongAnswer(f"`roofline_bound` should return the string 'memory' or 'compute'{hint}, but "
+                              f"returned {describe(got)}.")
         answers.append(got)
     expected = [ref.roofline_bound(*case) for case in cases]
     if answers == expected:
-        return ctx.passed("Correct: below the ridge point memory-bound, from it on compute-bound.")
+        return ctx.passed("Correct: memory-bound below the ridge point, compute-bound at or above it.")
     wrong = [i for i, (got, want) in enumerate(zip(answers, expected)) if got != want]
     if answers == [ref.BOUNDS[ref.BOUNDS.index(want) - 1] for want in expected]:
         raise WrongAnswer("Every answer is the opposite one. Below the ridge point peak_flops / bandwidth the memory "
@@ -281,8 +287,8 @@ def timing_mistakes(scenario: Scenario, expected: float):
             f"or compiles a kernel: run fn exactly `warmup` times before the timed loop and leave them out of the timing.")
     no_sync = ("On this asynchronous device fn() returns as soon as the work is queued, so the clock must be read only "
                "after sync(): call sync() (when it is given) before reading the start clock and again before the end clock.")
-    outlier = ("One run was 50 times slower, like a run interrupted by the operating system; "
-               "the median ignores such outliers, so return the median of the per-run times.")
+    outlier = ("A single slow run (say, one interrupted by the operating system) pulls the mean up but hardly moves "
+               "the median, so return the median of the per-run times.")
     mistakes = [
         (dict(sync_start=False, sync_end=False), "Your times are only the launch overhead. " + no_sync,
          "timing-without-sync"),
@@ -327,7 +333,8 @@ def check_time_op(answer, ctx):
     for scenario in scenarios(ctx.rng):
         expected = scenario.replay(ref.time_op)
         try:
-            value = answer(*scenario.arguments())
+            value = call_student(answer, tuple(scenario.arguments()), ("fn", "warmup", "repeat", "timer", "sync"),
+                                 NUMBER_CALLS)
         except StudentRaised as raised:
             if raised.type_name == "TypeError" and "NoneType" in raised.message and not scenario.with_sync:
                 raise WrongAnswer("With sync=None (a synchronous device such as the CPU) there is nothing to wait for: "

@@ -82,6 +82,15 @@ _NOT_SUMMED = ("Your dL/db keeps one row per observation. The same bias b is add
 _MEAN = ("Your dL/db averages G over the batch (it divides by B). The bias is added to every row, so the "
          "rows' gradients add up: drop the 1/B. (If the loss itself is a mean, that 1/B is already inside G.)")
 
+
+def _layer_gradient(of: str, answers: tuple[str, ...], hint: str, on_correct: str,
+                    known: tuple[KnownAnswer, ...] = ()) -> SymbolicPart:
+    """The symbolic part asking for dL/d`of` of the dense layer Z = X W^T + b, as a matrix expression."""
+    return SymbolicPart(variable=f"dL_d{of}", question=f"dL/d{of} for Z = X W^T + b, as a matrix expression",
+                        symbols=_LAYER_SIZES, matrices=_LAYER_MATRICES, answers=answers, known=known, hint=hint,
+                        on_correct=on_correct)
+
+
 SYMBOLIC_PARTS: dict[str, SymbolicPart] = {
     "02_parameters.params_formula": SymbolicPart(
         variable="params_formula",
@@ -119,32 +128,20 @@ SYMBOLIC_PARTS: dict[str, SymbolicPart] = {
                     "d biases only double."),
         limit_of="d",
     ),
-    "03_gradients.grad_W_expr": SymbolicPart(
-        variable="dL_dW",
-        question="dL/dW for Z = X W^T + b, as a matrix expression",
-        symbols=_LAYER_SIZES,
-        matrices=_LAYER_MATRICES,
-        answers=("G.T*X",),
+    "03_gradients.grad_W_expr": _layer_gradient(
+        "W", answers=("G.T*X",),
         hint=("W multiplies X in the forward pass, so dL/dW is built from G and X; it must have W's shape, "
               "d_out x d_in."),
         on_correct="Correct: dL/dW = G^T X has shape d_out x d_in, the shape of W.",
     ),
-    "03_gradients.grad_X_expr": SymbolicPart(
-        variable="dL_dX",
-        question="dL/dX for Z = X W^T + b, as a matrix expression",
-        symbols=_LAYER_SIZES,
-        matrices=_LAYER_MATRICES,
-        answers=("G*W",),
+    "03_gradients.grad_X_expr": _layer_gradient(
+        "X", answers=("G*W",),
         hint=("X is multiplied by W^T in the forward pass, so dL/dX is built from G and W; it must have "
               "X's shape, B x d_in."),
         on_correct="Correct: dL/dX = G W has shape B x d_in, the shape of X.",
     ),
-    "03_gradients.grad_b_expr": SymbolicPart(
-        variable="dL_db",
-        question="dL/db for Z = X W^T + b, as a matrix expression",
-        symbols=_LAYER_SIZES,
-        matrices=_LAYER_MATRICES,
-        answers=("G.T*ones", "ones.T*G"),
+    "03_gradients.grad_b_expr": _layer_gradient(
+        "b", answers=("G.T*ones", "ones.T*G"),
         known=(
             KnownAnswer(("G", "G.T"), _NOT_SUMMED, ("bias-grad-not-summed",)),
             KnownAnswer(("G.T*ones/B", "ones.T*G/B"), _MEAN, ("bias-grad-not-summed",)),

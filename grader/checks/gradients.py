@@ -8,14 +8,16 @@ in float64 with the reference in `grader.reference.gradients`.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from grader import fakes
 from grader.checks.base import WrongAnswer, check
+from grader.checks.common import CallWording, call_student
 from grader.checks.values import as_array, as_float, close, describe
 from grader.codec import CallableSpec
 from grader.reference import gradients as reference
-from grader.student import StudentRaised
 
 RTOL, ATOL = 1e-6, 1e-8
 # The chapter's running example: a 3 -> 3 layer and its two-observation batch.
@@ -26,28 +28,14 @@ SEED_W = np.array([[0.5, -1.0, 2.0], [-0.25, 0.5, 1.0], [1.0, 0.25, -0.5]])
 NUMERICAL_ATOL = 5e-6
 
 
-def _shapes(**arrays) -> str:
-    return ", ".join(f"{name} of shape {array.shape}" for name, array in arrays.items())
+GRADIENT_CALLS = CallWording(
+    raised="Called with {arrays}, `{function}` raised an error: {reason}",
+    mutated=("`{function}` changed its input {inputs} in place. Compute new arrays and leave the inputs as "
+             "they were: the caller still needs them."),
+    returned_input=None)
 
 
-def call_student(answer, *args, names: tuple[str, ...]):
-    """Call the student's function; a raised error (other than NotImplementedError) or a
-    mutated input becomes a WrongAnswer that names the inputs' shapes."""
-    try:
-        value = answer(*args)
-    except StudentRaised as raised:
-        if raised.not_implemented:
-            raise
-        inputs = _shapes(**{name: arg for name, arg in zip(names, args) if type(arg) is np.ndarray})
-        raise WrongAnswer(f"Called with {inputs}, `{answer.name}` raised an error: {raised.reason}") from None
-    mutated = [names[i] for i in answer.last_mutated if i < len(names)]
-    if mutated:
-        raise WrongAnswer(f"`{answer.name}` changed its input {', '.join(mutated)} in place. Compute new arrays "
-                          "and leave the inputs as they were: the caller still needs them.")
-    return value
-
-
-def first_difference(got: np.ndarray, expected: np.ndarray) -> str:
+def largest_difference(got: np.ndarray, expected: np.ndarray) -> str:
     """'at index (i, j) you return a where b was expected' for the largest difference."""
     index = np.unravel_index(np.argmax(np.abs(got - expected)), got.shape)
     return (f"at index {tuple(int(i) for i in index)} you return {got[index]:.10g} where "
@@ -73,39 +61,53 @@ def _layer_cases(rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray,
     return cases
 
 
-def _judge_dX(got: np.ndarray, expected: np.ndarray, G, X, W) -> None:
+def _judge_gradient(got: np.ndarray, expected: np.ndarray, name: str, transposed: str, exact: str, wrong_shape: str,
+                    models) -> None:
+    """Raise WrongAnswer unless the gradient `name` equals `expected` (shape (S) of its variable).
+
+    `transposed` is the feedback for the transposed shape (followed by `exact` when the values are
+    exactly the transpose; code grad-transposed) and `wrong_shape` for any other shape. `models` are
+    wrong models (value, feedback, *codes) tried on a right-shaped answer; a None value does not apply.
+    """
     if got.shape == expected.T.shape and got.shape != expected.shape:
-        exact = " It is exactly the transpose of dX." if _close(got, expected.T) else ""
-        raise WrongAnswer(f"dX has shape {got.shape}, the transpose of X's shape {X.shape}: a gradient has the "
-                          f"shape of what it differentiates.{exact}", "grad-transposed")
+        raise WrongAnswer(transposed + (exact if _close(got, expected.T) else ""), "grad-transposed")
     if got.shape != expected.shape:
-        raise WrongAnswer(f"dX has shape {got.shape}; it must have X's shape {X.shape} (B, d_in).")
+        raise WrongAnswer(wrong_shape)
     if _close(got, expected):
         return
-    if W.shape[0] == W.shape[1] and _close(got, G @ W.T):
-        raise WrongAnswer("dX multiplies G by W.T. In Z = X @ W.T the weights enter transposed, so on the way "
-                          "back G (B, d_out) meets W in its stored (d_out, d_in) orientation. (With a non-square "
-                          "W your version would not even have the right shape.)", "grad-wrong-operand")
-    raise WrongAnswer(f"dX has the right shape {expected.shape} but wrong values: {first_difference(got, expected)}.")
+    for value, feedback, *codes in models:
+        if value is not None and _close(got, value):
+            raise WrongAnswer(feedback, *codes)
+    raise WrongAnswer(f"{name} has the right shape {expected.shape} but wrong values: {largest_difference(got, expected)}.")
+
+
+def _judge_dX(got: np.ndarray, expected: np.ndarray, G, X, W) -> None:
+    square = W.shape[0] == W.shape[1]
+    _judge_gradient(got, expected, "dX",
+                    transposed=f"dX has shape {got.shape}, the transpose of X's shape {X.shape}: a gradient has the "
+                               "shape of what it differentiates.",
+                    exact=" It is exactly the transpose of dX.",
+                    wrong_shape=f"dX has shape {got.shape}; it must have X's shape {X.shape} (B, d_in).",
+                    models=[(G @ W.T if square else None,
+                             "dX multiplies G by W.T. In Z = X @ W.T the weights enter transposed, so on the way back "
+                             "G (B, d_out) meets W in its stored (d_out, d_in) orientation. (With a non-square W your "
+                             "version would not even have the right shape.)", "grad-wrong-operand")])
 
 
 def _judge_dW(got: np.ndarray, expected: np.ndarray, G, X, W) -> None:
-    if got.shape == expected.T.shape and got.shape != expected.shape:
-        exact = " It is exactly X.T @ G, the transpose of dW." if _close(got, expected.T) else ""
-        raise WrongAnswer(f"dW has shape {got.shape}, but W has shape {W.shape} (d_out, d_in) and its gradient "
-                          f"must match it.{exact}", "grad-transposed")
-    if got.shape != expected.shape:
-        raise WrongAnswer(f"dW has shape {got.shape}; it must have W's shape {W.shape} (d_out, d_in).")
-    if _close(got, expected):
-        return
-    if W.shape[0] == W.shape[1] and _close(got, expected.T):
-        raise WrongAnswer("dW is the transpose of the gradient (X.T @ G instead of a (d_out, d_in) product). "
-                          "With a square W the shapes hide it; with a non-square W they would not match.",
-                          "grad-transposed")
-    if G.shape[0] > 1 and _close(got, expected / G.shape[0]):
-        raise WrongAnswer("dW is divided by the batch size. The gradients of the rows add up; any averaging "
-                          "belongs to the loss and is already inside G.")
-    raise WrongAnswer(f"dW has the right shape {expected.shape} but wrong values: {first_difference(got, expected)}.")
+    square, batch = W.shape[0] == W.shape[1], G.shape[0]
+    _judge_gradient(got, expected, "dW",
+                    transposed=f"dW has shape {got.shape}, but W has shape {W.shape} (d_out, d_in) and its gradient "
+                               "must match it.",
+                    exact=" It is exactly X.T @ G, the transpose of dW.",
+                    wrong_shape=f"dW has shape {got.shape}; it must have W's shape {W.shape} (d_out, d_in).",
+                    models=[(expected.T if square else None,
+                             "dW is the transpose of the gradient (X.T @ G instead of a (d_out, d_in) product). "
+                             "With a square W the shapes hide it; with a non-square W they would not match.",
+                             "grad-transposed"),
+                            (expected / batch if batch > 1 else None,
+                             "dW is divided by the batch size. The gradients of the rows add up; any averaging "
+                             "belongs to the loss and is already inside G.")])
 
 
 def _judge_db(got: np.ndarray, expected: np.ndarray, G) -> bool:
@@ -127,7 +129,7 @@ def _judge_db(got: np.ndarray, expected: np.ndarray, G) -> bool:
     if got.shape != expected.shape:
         raise WrongAnswer(f"db has shape {got.shape}; it must have b's shape ({d_out},).")
     if not _close(got, expected):
-        raise WrongAnswer(f"db has the right shape but wrong values: {first_difference(got, expected)}.")
+        raise WrongAnswer(f"db has the right shape but wrong values: {largest_difference(got, expected)}.")
     return True
 
 
@@ -136,7 +138,7 @@ def check_linear_backward(answer, ctx):
     """linear_backward(G, X, W) -> (dX, dW, db) on random awkward shapes."""
     db_flat = True
     for G, X, W in _layer_cases(ctx.rng):
-        value = call_student(answer, G, X, W, names=("G", "X", "W"))
+        value = call_student(answer, (G, X, W), ("G", "X", "W"), GRADIENT_CALLS)
         if type(value) not in (tuple, list) or len(value) != 3:
             raise WrongAnswer(f"linear_backward should return a tuple (dX, dW, db), but returned {describe(value)}.")
         dX, dW, db = (as_array(item, name) for item, name in zip(value, ("dX", "dW", "db")))
@@ -200,6 +202,11 @@ def _diagnose_difference(error: np.ndarray, spec: CallableSpec, x: np.ndarray) -
     return ""
 
 
+RETURNS_NEW_GRADIENT = dataclasses.replace(
+    GRADIENT_CALLS, returned_input="numerical_gradient returned x itself; it should return a new array holding the "
+                                   "estimated gradient.")
+
+
 @check("03_gradients", "numerical_gradient")
 def check_numerical_gradient(answer, ctx):
     """numerical_gradient(f, x) against the analytic gradient of smooth test losses."""
@@ -210,10 +217,7 @@ def check_numerical_gradient(answer, ctx):
         x = rng.uniform(-2.0, 2.0, size=shape)
         loss = fakes.materialise(spec)
         expected = loss.gradient(x)
-        value = call_student(answer, spec, x, names=("f", "x"))
-        if 1 in answer.last_returned_input:
-            raise WrongAnswer("numerical_gradient returned x itself; it should return a new array holding the "
-                              "estimated gradient.")
+        value = call_student(answer, (spec, x), ("f", "x"), RETURNS_NEW_GRADIENT)
         got = as_array(value, "the returned gradient")
         if got.shape != x.shape:
             same = " (the same numbers in a different layout: keep x's shape)" if got.size == x.size else ""
@@ -226,7 +230,7 @@ def check_numerical_gradient(answer, ctx):
         if diagnosis:
             raise WrongAnswer(f"{diagnosis} Largest error here: {np.max(np.abs(error)):.2e}.")
         raise WrongAnswer(f"For x of shape {x.shape} the estimate differs from the true gradient by up to "
-                          f"{np.max(np.abs(error)):.2e}: {first_difference(got, expected)}. A central difference "
+                          f"{np.max(np.abs(error)):.2e}: {largest_difference(got, expected)}. A central difference "
                           "with h around 1e-5 is accurate to about 1e-8 here.")
     return ctx.passed("Correct: central differences match the analytic gradients, in x's shape, and x is left "
                       "unchanged.")
@@ -274,7 +278,7 @@ def check_rel_error(answer, ctx):
         expected = reference.rel_error(a, b)
         values = []
         for first, second in ((a, b), (b, a)):
-            value = call_student(answer, first, second, names=("a", "b"))
+            value = call_student(answer, (first, second), ("a", "b"), GRADIENT_CALLS)
             try:
                 values.append(as_float(value, "rel_error's result"))
             except WrongAnswer as wrong:

@@ -10,38 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from grader.checks.base import WrongAnswer, check
-from grader.checks.shapes import call_student, distinct_sizes
+from grader.checks.common import call_student, call_text, distinct_sizes, expect_counts
 from grader.checks.values import as_int, describe
 from grader.reference import parameters as ref
-
-
-def _call_text(name: str, args: tuple) -> str:
-    return f"{name}({', '.join(map(repr, args))})"
-
-
-def expect_counts(answer, cases: list[tuple], names: tuple[str, ...], reference, models_for) -> None:
-    """Call the student on every case and compare exact integer answers with `reference(*args)`.
-
-    `models_for(*args)` gives the known slips for one case as {key: (value, feedback, codes)}. A slip
-    that explains every case (the answer being right where the slip does not apply) is preferred to
-    one that only matches the first failing case, so formulas that coincide on one input are told apart.
-    """
-    answers = []
-    for args in cases:
-        call = _call_text(answer.name, args)
-        answers.append((call, args, as_int(call_student(answer, args, names), call)))
-    failing = [(call, args, got) for call, args, got in answers if got != reference(*args)]
-    if not failing:
-        return
-    call, args, got = failing[0]
-    models = models_for(*args)
-    explains_all = [key for key, (value, _, _) in models.items() if got == value and all(
-        other == reference(*a) or other == models_for(*a).get(key, (None,))[0] for _, a, other in answers)]
-    explains_this = [key for key, (value, _, _) in models.items() if got == value]
-    if explains_all or explains_this:
-        _, feedback, codes = models[(explains_all + explains_this)[0]]
-        raise WrongAnswer(f"{call} returned {got}: {feedback}", *codes)
-    raise WrongAnswer(f"{call} returned {got}, which is not the right count.")
 
 
 # ----------------------------------------------------------------------------- layer_parameters
@@ -50,17 +21,17 @@ def _layer_models(d_in: int, d_out: int, bias: bool = True) -> dict[str, tuple]:
     weights = d_in * d_out
     if not bias:
         return {"ignores-flag": (weights + d_out, "with bias=False the layer has no bias vector, only the "
-                                 "d_out * d_in weights.", ()),
+                                 "d_out * d_in weights."),
                 "bias-per-input": (weights + d_in, "with bias=False the layer has only the d_out * d_in weights.",
-                                   ("bias-per-input",))}
+                                   "bias-per-input")}
     return {"weights-only": (weights, "that counts the weights only; each of the d_out output units also has "
-                             "a bias.", ("missing-bias",)),
+                             "a bias.", "missing-bias"),
             "bias-per-input": (weights + d_in, "that adds one bias per input; a dense layer has one bias per "
-                               "output unit.", ("bias-per-input",)),
+                               "output unit.", "bias-per-input"),
             "extra-unit": ((d_in + 1) * (d_out + 1), "that counts an extra input and an extra output unit; the "
-                           "layer has d_out * d_in weights plus d_out biases.", ()),
+                           "layer has d_out * d_in weights plus d_out biases."),
             "sum": (d_in + d_out, "a dense layer has one weight for every (output, input) pair: d_out * d_in "
-                    "weights, plus d_out biases.", ())}
+                    "weights, plus d_out biases.")}
 
 
 @check("02_parameters", "layer_parameters")
@@ -98,7 +69,7 @@ def _read_counts(value, call: str, layers: int) -> list[int]:
 def check_count_parameters(answer, ctx):
     for index, widths in enumerate(_widths_cases(ctx.rng)):
         for args in [(widths,)] + ([(widths, False)] if index % 2 else []):
-            call = _call_text(answer.name, args)
+            call = call_text(answer.name, args)
             got = _read_counts(call_student(answer, args, ("widths", "bias")), call, len(widths) - 1)
             expected = ref.count_parameters(*args)
             if got == expected:
@@ -123,12 +94,12 @@ def check_count_parameters(answer, ctx):
 
 def _activation_models(batch: int, d_out: int) -> dict[str, tuple]:
     return {"parameters": (d_out * (batch + 1), "that is the parameter count of a layer with `batch` inputs; "
-                           "output activations are the entries of Z, shape (B, d_out).", ()),
+                           "output activations are the entries of Z, shape (B, d_out)."),
             "flops": (2 * batch * d_out, "that counts two operations per output; activations are the B * d_out "
-                      "values of Z.", ()),
+                      "values of Z."),
             "one-row": (d_out, "that is one observation's outputs; a batch of B observations has B rows of "
-                        "d_out values.", ()),
-            "sum": (batch + d_out, "Z has shape (B, d_out), so it holds B * d_out values.", ())}
+                        "d_out values."),
+            "sum": (batch + d_out, "Z has shape (B, d_out), so it holds B * d_out values.")}
 
 
 @check("02_parameters", "output_activations")
@@ -146,18 +117,18 @@ def _memory_models(n_params: int, size: int = 4, optimizer: str = "adam") -> dic
     copies = 2 + ref.OPTIMIZER_BUFFERS[optimizer]
     one = n_params * size
     models = {"weights-only": (one, "that is the weights alone. Training also stores one gradient per parameter "
-                               "and the optimizer's state.", ("params-determine-memory",))}
+                               "and the optimizer's state.", "params-determine-memory")}
     if copies > 2:
         models["no-state"] = (2 * one, "that is weights and gradients; the optimizer state is missing "
                               f"({optimizer} keeps {copies - 2} extra value(s) per parameter).",
-                              ("params-determine-memory",))
+                              "params-determine-memory")
         models["one-copy-short"] = ((copies - 1) * one, f"one of the {copies} per-parameter copies is missing: "
                                     f"weights, gradients and {copies - 2} {optimizer} buffer(s).",
-                                    ("params-determine-memory",))
-    models["values"] = (n_params * copies, "that counts values, not bytes; multiply by bytes_per_value.", ())
+                                    "params-determine-memory")
+    models["values"] = (n_params * copies, "that counts values, not bytes; multiply by bytes_per_value.")
     if optimizer != "adam":
         models["always-adam"] = (4 * one, f"{optimizer} keeps {copies - 2} buffer(s) per parameter, not "
-                                 "Adam's two.", ())
+                                 "Adam's two.")
     return models
 
 

@@ -85,6 +85,7 @@ def check_quiz(answer, ctx):
         return ctx.passed(f"All {len(QUIZ)} statements marked correctly.")
     correct = len(QUIZ) - len(wrong)
     fraction = max(0.0, (correct - len(wrong)) / len(QUIZ))
-    lines = [f"{correct} of {len(QUIZ)} marked correctly (score: right minus wrong, over {len(QUIZ)})."]
+    lines = [f"{correct} of {len(QUIZ)} marked correctly; the quiz scores right minus wrong answers: "
+             f"({correct} - {len(wrong)}) / {len(QUIZ)} of the points, never below zero."]
     lines += [f"Statement {number} is {QUIZ[number][1]}: {misconception(QUIZ[number][2])}" for number in wrong]
     return ctx.partial(fraction, "\n".join(lines), *(QUIZ[number][2] for number in wrong))

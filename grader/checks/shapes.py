@@ -2,8 +2,8 @@
 
 Each function check calls the student's code on the chapter's running example and on random
 inputs of awkward sizes drawn from `ctx.rng`, compares against `grader.reference.shapes`, and
-names the wrong mental model when an answer matches one. `call_student`, `first_difference` and
-`matching_model` are shared with the other assignment-01/02 checks.
+names the wrong mental model when an answer matches one (the shared machinery is in
+`grader.checks.common`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from grader.checks.base import WrongAnswer, check
+from grader.checks.common import call_student, call_text, compare_array, distinct_sizes, first_difference, show_args
 from grader.checks.values import as_array, as_float, as_int, as_shape, close, describe
 from grader.codec import LinearData, TensorData
 from grader.reference import shapes as ref
-from grader.student import StudentRaised
 
 RUNNING_X = np.array([2.0, 4.0, 1.0])
 RUNNING_W = np.array([[0.5, -1.0, 2.0], [-0.25, 0.5, 1.0], [1.0, 0.25, -0.5]])
@@ -24,101 +24,8 @@ SEED_004_W = np.array([[2.0, -1.0, 0.5], [0.0, 1.0, 1.0]])
 SEED_004_B = np.array([1.0, -2.0])
 
 
-def show_args(names, args) -> str:
-    """A short description of call arguments: arrays by shape, everything else by value."""
-    parts = []
-    for name, arg in zip(names, args):
-        if type(arg) is np.ndarray:
-            parts.append(f"{name} of shape {arg.shape}")
-        else:
-            parts.append(f"{name}={arg!r}")
-    return ", ".join(parts)
-
-
-def call_student(answer, args: tuple, names: tuple[str, ...]):
-    """Call a student function; an exception, a mutated input or a returned input is a clear zero.
-
-    `names` label the arguments in feedback. NotImplementedError and timeouts propagate so that
-    `run_check` reports them in its standard way.
-    """
-    shown = show_args(names, args)
-    try:
-        value = answer(*args)
-    except StudentRaised as raised:
-        if raised.not_implemented:
-            raise
-        raise WrongAnswer(f"Calling `{answer.name}` with {shown} failed: {raised.reason}") from None
-
-    def label(index: int) -> str:
-        return names[index] if 0 <= index < len(names) else f"argument {index + 1}"
-
-    if answer.last_mutated:
-        changed = ", ".join(label(i) for i in answer.last_mutated)
-        raise WrongAnswer(f"`{answer.name}` modified its input {changed} in place (called with {shown}). "
-                          "Compute a new array and leave the inputs unchanged.")
-    if answer.last_returned_input:
-        returned = label(answer.last_returned_input[0])
-        raise WrongAnswer(f"`{answer.name}` returned its input {returned} itself (called with {shown}). "
-                          "Return a newly computed result.")
-    return value
-
-
-def first_difference(got: np.ndarray, expected: np.ndarray, rtol: float = 1e-7, atol: float = 1e-9) -> str:
-    """Where two same-shaped arrays first differ, for feedback: one entry, not the whole answer."""
-    wrong = np.argwhere(~np.isclose(got, expected, rtol=rtol, atol=atol))
-    if wrong.size == 0:
-        return ""
-    index = tuple(int(i) for i in wrong[0])
-    where = index[0] if len(index) == 1 else index
-    return f"first difference at index {where}: you returned {got[index]:.10g}, expected {expected[index]:.10g}"
-
-
-def matching_model(got: np.ndarray, models):
-    """The first (array, feedback, codes) in `models` whose array equals `got`; None if none does."""
-    for model, feedback, codes in models:
-        model = np.asarray(model, dtype=np.float64)
-        if model.shape == got.shape and close(got, model):
-            return feedback, codes
-    return None
-
-
-def compare_array(got, expected: np.ndarray, what: str, context: str, models=()) -> None:
-    """Raise WrongAnswer unless `got` reads as an array equal to `expected` (float64 tolerance).
-
-    `models` are (array, feedback, codes) wrong models tried before the generic feedback.
-    """
-    if type(got) in (int, float):
-        got = np.array(float(got))
-    try:
-        got = as_array(got, what)
-    except WrongAnswer as wrong:
-        raise WrongAnswer(f"{context}: {wrong.feedback}", *wrong.misconceptions) from None
-    if got.shape == expected.shape and close(got, expected):
-        return
-    match = matching_model(got, models)
-    if match is not None:
-        feedback, codes = match
-        raise WrongAnswer(f"{context}: {feedback}", *codes)
-    if got.shape != expected.shape:
-        raise WrongAnswer(f"{context}: {what} has shape {got.shape}; expected shape {expected.shape}.")
-    if close(got, expected, rtol=1e-4, atol=1e-5):
-        raise WrongAnswer(f"{context}: {what} agrees only to about float32 precision "
-                          f"({first_difference(got, expected)}). Keep the computation in float64.")
-    raise WrongAnswer(f"{context}: {what} has the right shape but wrong values; {first_difference(got, expected)}.")
-
-
 def _random_matrix(rng: np.random.Generator, *shape: int) -> np.ndarray:
     return rng.normal(0.0, 1.0, size=shape)
-
-
-def distinct_sizes(rng: np.random.Generator, count: int, low: int = 2, high: int = 97) -> list[int]:
-    """`count` pairwise different sizes >= 2, so that swapped axes always show up as wrong shapes."""
-    pool = [size for size in (7, 73) if low <= size < high] + list(rng.integers(low, high, size=3 * count))
-    sizes: list[int] = []
-    for size in list(rng.permutation(pool)) + list(range(low, high)):
-        if int(size) not in sizes:
-            sizes.append(int(size))
-    return sizes[:count]
 
 
 # --------------------------------------------------------------------------------- layer_shapes
@@ -152,7 +59,7 @@ def _layer_shape_codes(shapes: dict, d_in: int, d_out: int, batch) -> list[str]:
 def check_layer_shapes(answer, ctx):
     for d_in, d_out, batch in _layer_shape_cases(ctx.rng):
         args = (d_in, d_out) if batch is None else (d_in, d_out, batch)
-        call = f"layer_shapes({', '.join(map(str, args))})"
+        call = call_text("layer_shapes", args)
         got = call_student(answer, args, ("d_in", "d_out", "batch"))
         if type(got) is not dict:
             raise WrongAnswer(f"{call} should return a dict with keys 'x', 'W', 'b', 'z', but returned {describe(got)}.")
@@ -172,6 +79,13 @@ def check_layer_shapes(answer, ctx):
 
 
 # ---------------------------------------------------------------------------------- z2_by_hand
+
+def reject_slip(value: float, slips: dict[float, tuple], what: str) -> None:
+    """Raise WrongAnswer naming the slip when `value` is one of the known wrong numbers {number: (feedback, codes)}."""
+    for slip, (feedback, codes) in slips.items():
+        if abs(value - slip) <= 1e-9:
+            raise WrongAnswer(f"{what} is {value:g}: {feedback}", *codes)
+
 
 Z2_SLIPS = {
     2.5: ("2.5 is the weighted sum before the bias; add the second unit's bias, -1.", ("missing-bias",)),
@@ -193,9 +107,7 @@ def check_z2_by_hand(answer, ctx):
     value = as_float(answer, "z2_by_hand")
     if abs(value - expected) <= 1e-9:
         return ctx.passed("Correct: z_2 = -0.25*2 + 0.5*4 + 1*1 - 1 = 1.5.")
-    for slip, (feedback, codes) in Z2_SLIPS.items():
-        if abs(value - slip) <= 1e-9:
-            raise WrongAnswer(f"z2_by_hand is {value:g}: {feedback}", *codes)
+    reject_slip(value, Z2_SLIPS, "z2_by_hand")
     raise WrongAnswer(f"z2_by_hand is {value:g}, which is not the second pre-activation. Take row 2 of W, "
                       "multiply it entry by entry with x = (2, 4, 1), add the products and then the bias b_2.")
 
@@ -207,16 +119,16 @@ def _forward_models(X: np.ndarray, W: np.ndarray, b: np.ndarray) -> list[tuple]:
     if W.shape[0] == W.shape[1]:
         models += [(X @ W + b, "it matches X @ W + b, which treats the rows of W as inputs. W has shape "
                     "(d_out, d_in), one row per output unit, so the layer computes X @ W.T + b.",
-                    ("weight-rows-are-inputs",)),
+                    "weight-rows-are-inputs"),
                    (X @ W, "it matches X @ W with no bias: W is used the wrong way round (use W.T) and "
-                    "the bias b is missing.", ("weight-rows-are-inputs", "missing-bias"))]
+                    "the bias b is missing.", "weight-rows-are-inputs", "missing-bias")]
     affine = X @ W.T + b
-    models += [(X @ W.T, "it matches X @ W.T without the bias; add b to every output.", ("missing-bias",)),
+    models += [(X @ W.T, "it matches X @ W.T without the bias; add b to every output.", "missing-bias"),
                (np.maximum(affine, 0), "it matches ReLU(X @ W.T + b). linear_forward is the affine part of "
-                "the layer only; the activation is a separate step.", ())]
+                "the layer only; the activation is a separate step.")]
     if W.shape[0] > 1:
         models.append((affine.sum(axis=-1), "it returns one number per observation, as if the layer were a single "
-                       "neuron; a dense layer returns d_out values per observation.", ("layer-is-one-neuron",)))
+                       "neuron; a dense layer returns d_out values per observation.", "layer-is-one-neuron"))
     return models
 
 
@@ -257,10 +169,10 @@ def _relu_cases(rng: np.random.Generator) -> list[np.ndarray]:
 def check_relu(answer, ctx):
     for Z in _relu_cases(ctx.rng):
         got = call_student(answer, (Z,), ("Z",))
-        models = [(np.abs(Z), "negative entries must become 0, not change sign.", ()),
-                  (np.minimum(Z, 0), "it keeps the negative entries; ReLU keeps max(z, 0).", ()),
-                  (Z, "the negative entries are unchanged; ReLU replaces them with 0.", ()),
-                  ((Z > 0).astype(float), "it returns 1 where z > 0 instead of z itself.", ())]
+        models = [(np.abs(Z), "negative entries must become 0, not change sign."),
+                  (np.minimum(Z, 0), "it keeps the negative entries; ReLU keeps max(z, 0)."),
+                  (Z, "the negative entries are unchanged; ReLU replaces them with 0."),
+                  ((Z > 0).astype(float), "it returns 1 where z > 0 instead of z itself.")]
         compare_array(got, ref.relu(Z), "relu(Z)", f"For Z of shape {Z.shape}", models)
     return ctx.passed("Correct: ReLU keeps positive entries and replaces the others with 0, for any shape.")
 
@@ -346,7 +258,7 @@ def _read_mismatch(value, call: str):
 @check("01_shapes", "find_mismatch")
 def check_find_mismatch(answer, ctx):
     for input_shape, in_features in _mismatch_cases(ctx.rng):
-        call = f"find_mismatch({input_shape}, {in_features})"
+        call = call_text("find_mismatch", (input_shape, in_features))
         got = _read_mismatch(call_student(answer, (input_shape, in_features), ("input_shape", "in_features")), call)
         expected = ref.find_mismatch(input_shape, in_features)
         if got == expected:
@@ -385,18 +297,18 @@ def _collapse_cases(rng: np.random.Generator) -> list[tuple]:
 def _collapse_models(W1, b1, W2, b2) -> tuple[list, list]:
     """Wrong models for the returned W and for the returned b."""
     weight_models = [((W2 @ W1).T, "W is transposed: the collapsed layer maps d_in inputs to d_out outputs, "
-                      "so W = W2 @ W1 has shape (d_out, d_in).", ("weight-rows-are-inputs",)),
+                      "so W = W2 @ W1 has shape (d_out, d_in).", "weight-rows-are-inputs"),
                      (W2 @ np.maximum(W1, 0), "W matches W2 @ ReLU(W1). There is no activation between the two "
                       "layers, and without one the composition is just another affine map.",
-                      ("stacked-affine-is-nonlinear",))]
+                      "stacked-affine-is-nonlinear")]
     bias_models = [(b2, "b equals b2 alone: the first layer's bias passes through W2 too, so b = W2 @ b1 + b2.",
-                    ("missing-bias",)),
+                    "missing-bias"),
                    (W2 @ b1, "b equals W2 @ b1: the second layer's bias b2 is still added, b = W2 @ b1 + b2.",
-                    ("missing-bias",)),
+                    "missing-bias"),
                    (W2 @ np.maximum(b1, 0) + b2, "b matches W2 @ ReLU(b1) + b2. There is no activation between "
-                    "the layers, so b = W2 @ b1 + b2.", ("stacked-affine-is-nonlinear",))]
+                    "the layers, so b = W2 @ b1 + b2.", "stacked-affine-is-nonlinear")]
     if b1.shape == b2.shape:
-        bias_models.append((b1 + b2, "b equals b1 + b2, but b1 passes through W2 first: b = W2 @ b1 + b2.", ()))
+        bias_models.append((b1 + b2, "b equals b1 + b2, but b1 passes through W2 first: b = W2 @ b1 + b2."))
     return weight_models, bias_models
 
 
@@ -437,8 +349,6 @@ def check_x2_for_zero_output(answer, ctx):
     y1 = ref.linear_forward(np.array([1.0, value, 2.0]), SEED_004_W, SEED_004_B)[0]
     if abs(value - x2) <= 1e-9 and abs(y1) <= 1e-9:
         return ctx.passed("Correct: y1 = 2*1 - x2 + 0.5*2 + 1 = 4 - x2 is zero at x2 = 4.")
-    for slip, (feedback, codes) in X2_SLIPS.items():
-        if abs(value - slip) <= 1e-9:
-            raise WrongAnswer(f"x2_zero is {value:g}: {feedback}", *codes)
+    reject_slip(value, X2_SLIPS, "x2_zero")
     raise WrongAnswer(f"x2_zero is {value:g}, which gives y1 = {y1:g}, not 0. Write y1 from the first row of W "
                       "and b1 with x1 = 1 and x3 = 2, then solve y1 = 0 for x2.")

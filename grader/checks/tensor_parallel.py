@@ -8,12 +8,11 @@ reduction...) to name the mistake.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from grader.checks.base import WrongAnswer, check
-from grader.checks.values import as_array, as_float, close, describe
+from grader.checks.common import CallWording, call_student, first_differing_index, reject_known_mistakes, same
+from grader.checks.values import as_array, as_float, describe
 from grader.reference import tensor_parallel as ref
 
 ASSIGNMENT = "04_tensor_parallel"
@@ -24,31 +23,11 @@ EXAMPLE_W = np.array([[0.5, -1.0, 2.0], [-0.25, 0.5, 1.0], [1.0, 0.25, -0.5]])
 EXAMPLE_B = np.array([3.0, -1.0, -4.0])
 
 
-def same(got, expected) -> bool:
-    """Whether `got` equals `expected` (an array, a number, None, or a list of those) within float64 tolerance."""
-    if expected is None or got is None:
-        return got is None and expected is None
-    if isinstance(expected, list):
-        return isinstance(got, list) and len(got) == len(expected) and all(map(same, got, expected))
-    if isinstance(expected, np.ndarray):
-        return isinstance(got, np.ndarray) and close(got, expected)
-    return (type(got) is float and math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-12))
-
-
-def reject_known_mistakes(got, expected, models) -> None:
-    """Raise WrongAnswer for the first model (value, feedback, *codes) that `got` matches and `expected` does not."""
-    for value, feedback, *codes in models:
-        if value is not None and same(got, value) and not same(expected, value):
-            raise WrongAnswer(feedback, *codes)
-
-
-def no_side_effects(answer, name: str, arguments: tuple[str, ...]) -> None:
-    """Reject a function that modified its array arguments or returned one of them."""
-    if answer.last_mutated:
-        names = ", ".join(arguments[i] for i in answer.last_mutated if i < len(arguments))
-        raise WrongAnswer(f"`{name}` modified its input ({names}); build new arrays instead of changing the inputs in place.")
-    if answer.last_returned_input:
-        raise WrongAnswer(f"`{name}` returned its input array itself; return a new array.")
+# A raised error reaches run_check (status error); side effects are a clear zero.
+SPLIT_CALLS = CallWording(
+    raised=None,
+    mutated="`{function}` modified its input ({inputs}); build new arrays instead of changing the inputs in place.",
+    returned_input="`{function}` returned its input array itself; return a new array.")
 
 
 def random_matrix(rng, rows: int, cols: int) -> np.ndarray:
@@ -65,6 +44,11 @@ def even_size(rng, n: int) -> int:
     return n * int(rng.integers(1, 6))
 
 
+def split_size(rng, n: int) -> int:
+    """The size of the axis split across n ranks: a multiple of n for n = 2, otherwise uneven."""
+    return even_size(rng, n) if n == 2 else uneven_size(rng, n)
+
+
 def sizes_text(blocks, axis: int) -> str:
     return "[" + ", ".join(str(block.shape[axis]) if block.ndim == 2 else "?" for block in blocks) + "]"
 
@@ -74,17 +58,17 @@ def array_list(got, n: int, name: str, item: str) -> list:
     if type(got) not in (list, tuple):
         raise WrongAnswer(f"`{name}` should return a list of {n} {item}, one per rank, but returned {describe(got)}.")
     if len(got) != n:
-        raise WrongAnswer(f"`{name}` returned {len(got)} shards for n = {n} ranks; it should return one {item[:-1]} per rank.")
+        raise WrongAnswer(f"`{name}` returned {len(got)} shards for n = {n} ranks; it should return one "
+                          f"{item[:-1]} per rank.")
     return list(got)
 
 
-def block_models(W: np.ndarray, n: int, axis: int, name: str):
+def block_models(W: np.ndarray, n: int, axis: int, name: str, expected: list):
     """Wrong ways of splitting W along `axis` (0: output rows, 1: input columns), as (blocks, feedback, *codes)."""
     other = 1 - axis
     owned, wrong = (("output units", "rows"), ("input features", "columns")) if axis == 0 else \
         (("input features", "columns"), ("output units", "rows"))
     strided = [W[rank::n] if axis == 0 else W[:, rank::n] for rank in range(n)]
-    expected = [np.array(block) for block in np.array_split(W, n, axis=axis)]
     return [
         (np.array_split(W, n, axis=other),
          f"`{name}` split the {wrong[1]} of W, which are its {wrong[0]}. In PyTorch's (d_out, d_in) layout the "
@@ -93,44 +77,56 @@ def block_models(W: np.ndarray, n: int, axis: int, name: str):
          f"`{name}` returned transposed blocks. Keep PyTorch's (d_out, d_in) layout: rows are output units and "
          f"columns input features, so each block has the shape of a slice of W.", "weight-rows-are-inputs"),
         (strided,
-         f"`{name}` gave rank i every {n}-th {owned[1][:-1]} (starting at i). Each rank must own one contiguous block "
-         f"of {owned[1]}, like numpy.array_split: rank 0 the first block, rank 1 the next, and so on."),
+         f"`{name}` gave rank i the {owned[1]} i, i + n, i + 2n, ... (n = {n}). Each rank must own one contiguous "
+         f"block of {owned[1]}, like numpy.array_split: rank 0 the first block, rank 1 the next, and so on."),
     ]
 
 
 def check_blocks(got_blocks: list, W: np.ndarray, n: int, axis: int, name: str, label: str) -> None:
     """Compare a student's blocks of W with numpy.array_split(W, n, axis) and explain any difference."""
-    expected = [np.array(block) for block in np.array_split(W, n, axis=axis)]
+    expected = np.array_split(W, n, axis=axis)
     if same(got_blocks, expected):
         return
-    reject_known_mistakes(got_blocks, expected, block_models(W, n, axis, name))
+    reject_known_mistakes(got_blocks, expected, block_models(W, n, axis, name, expected))
     shapes_fit = all(block.ndim == 2 and block.shape[1 - axis] == W.shape[1 - axis] for block in got_blocks)
     if shapes_fit and same(np.concatenate(got_blocks, axis=axis), W):
         raise WrongAnswer(
             f"`{name}` covers W in order, but with n = {n} its blocks have sizes {sizes_text(got_blocks, axis)} along "
-            f"axis {axis}, where numpy.array_split gives {sizes_text(expected, axis)}: with uneven sizes, the first "
-            f"{W.shape[axis] % n} blocks are one larger.")
+            f"axis {axis}, where numpy.array_split gives {sizes_text(expected, axis)}: when {W.shape[axis]} does not "
+            f"divide evenly, the first {W.shape[axis]} % {n} = {W.shape[axis] % n} blocks are one larger.")
     for rank, (block, want) in enumerate(zip(got_blocks, expected)):
         if not same(block, want):
             start = sum(e.shape[axis] for e in expected[:rank])
             part = "rows" if axis == 0 else "columns"
             what = f"{part} {start} to {start + want.shape[axis] - 1} of W, shape {want.shape}"
             found = f"has shape {block.shape}" if block.shape != want.shape else "has that shape but different values"
-            raise WrongAnswer(f"With W of shape {W.shape} and n = {n}, {label.format(rank=rank)} should be {what}; yours {found}.")
+            raise WrongAnswer(f"With W of shape {W.shape} and n = {n}, {label.format(rank=rank)} should be "
+                              f"{what}; yours {found}.")
+
+
+def split_cases(rng, axis: int):
+    """(W, b, n) cases for splitting along `axis` (0: output rows, with b; 1: input columns, b None).
+
+    The split axis is uneven for n = 3, 4, 7 (numpy.array_split's larger first blocks) and the other
+    axis has a different size, so that swapping rows and columns always shows.
+    """
+    for n in (3, 4, 7, 2, 1):
+        split = split_size(rng, n)
+        other = int(rng.choice([size for size in (5, 7, 12) if size != split]))
+        d_out, d_in = (split, other) if axis == 0 else (other, split)
+        W = random_matrix(rng, d_out, d_in)
+        yield W, random_matrix(rng, 1, d_out)[0] if axis == 0 else None, n
 
 
 @check(ASSIGNMENT, "split_output_rows")
 def check_split_output_rows(answer, ctx):
-    rng = ctx.rng
-    for n in (3, 4, 7, 2, 1):
-        d_out = even_size(rng, n) if n == 2 else uneven_size(rng, n)
-        d_in = int(rng.choice([size for size in (5, 7, 12) if size != d_out]))
-        W, b = random_matrix(rng, d_out, d_in), random_matrix(rng, 1, d_out)[0]
-        got = array_list(answer(W, b, n), n, "split_output_rows", "(W_i, b_i) pairs")
-        no_side_effects(answer, "split_output_rows", ("W", "b", "n"))
+    for W, b, n in split_cases(ctx.rng, axis=0):
+        got = array_list(call_student(answer, (W, b, n), ("W", "b", "n"), SPLIT_CALLS), n, "split_output_rows",
+                         "(W_i, b_i) pairs")
         for rank, pair in enumerate(got):
             if type(pair) not in (list, tuple) or len(pair) != 2:
-                raise WrongAnswer(f"Entry {rank} of the result should be a pair (W_{rank}, b_{rank}), but is {describe(pair)}.")
+                raise WrongAnswer(f"Entry {rank} of the result should be a pair (W_{rank}, b_{rank}), but is "
+                                  f"{describe(pair)}.")
         check_blocks([as_array(W_i, f"W_{rank}") for rank, (W_i, _) in enumerate(got)], W, n, 0,
                      "split_output_rows", "W_{rank} (the weights of rank {rank})")
         biases = [None if b_i is None else as_array(b_i, f"b_{rank}") for rank, (_, b_i) in enumerate(got)]
@@ -144,22 +140,18 @@ def check_split_output_rows(answer, ctx):
                          "b_i, the matching block of b, with each W_i.", "missing-bias"),
         ])
         rank = next(i for i, (got_b, want) in enumerate(zip(biases, expected)) if not same(got_b, want))
-        want = expected[rank]
-        raise WrongAnswer(f"With d_out = {d_out} and n = {n}, b_{rank} should be the {want.size} biases of rank {rank}'s "
-                          f"output units (shape {want.shape}); yours is {describe(biases[rank])}"
-                          f"{' with different values' if biases[rank] is not None and biases[rank].shape == want.shape else ''}.")
+        want, got_b = expected[rank], biases[rank]
+        values = " with different values" if got_b is not None and got_b.shape == want.shape else ""
+        raise WrongAnswer(f"With d_out = {W.shape[0]} and n = {n}, b_{rank} should be the {want.size} biases of rank "
+                          f"{rank}'s output units (shape {want.shape}); yours is {describe(got_b)}{values}.")
     return ctx.passed("Correct: contiguous blocks of output rows, with the matching biases.")
 
 
 @check(ASSIGNMENT, "split_input_columns")
 def check_split_input_columns(answer, ctx):
-    rng = ctx.rng
-    for n in (3, 4, 7, 2, 1):
-        d_in = even_size(rng, n) if n == 2 else uneven_size(rng, n)
-        d_out = int(rng.choice([size for size in (5, 7, 12) if size != d_in]))
-        W = random_matrix(rng, d_out, d_in)
-        got = array_list(answer(W, n), n, "split_input_columns", "weight blocks")
-        no_side_effects(answer, "split_input_columns", ("W", "n"))
+    for W, _, n in split_cases(ctx.rng, axis=1):
+        got = array_list(call_student(answer, (W, n), ("W", "n"), SPLIT_CALLS), n, "split_input_columns",
+                         "weight blocks")
         blocks = [as_array(W_i, f"W_{rank}") for rank, W_i in enumerate(got)]
         check_blocks(blocks, W, n, 1, "split_input_columns", "W_{rank} (the weights of rank {rank})")
     return ctx.passed("Correct: contiguous blocks of input columns, like numpy.array_split.")
@@ -169,7 +161,7 @@ def forward_cases(rng, split: str):
     """(X, W, b, n) cases; an even split comes first so that adding instead of concatenating is recognised."""
     cases = []
     for n in (2, 3, 7, 4, 1):
-        width = even_size(rng, n) if n == 2 else uneven_size(rng, n)
+        width = split_size(rng, n)
         batch = int(rng.choice([1, 5, 7, 16]))
         other = int(rng.choice([size for size in (1, 6, 7, 12) if size != width]))
         d_out, d_in = (width, other) if split == "rows" else (other, width)
@@ -180,14 +172,16 @@ def forward_cases(rng, split: str):
 
 def output_array(got, name: str, shape: tuple[int, int]) -> np.ndarray:
     if type(got) in (list, tuple) and got and all(type(item) is np.ndarray for item in got):
-        raise WrongAnswer(f"`{name}` returned a list of {len(got)} per-rank arrays; combine them into one array Z of shape {shape}.")
+        raise WrongAnswer(f"`{name}` returned a list of {len(got)} per-rank arrays; combine them into one array Z "
+                          f"of shape {shape}.")
     return as_array(got, "Z")
 
 
 def explain_difference(Z: np.ndarray, expected: np.ndarray, name: str) -> WrongAnswer:
     if Z.shape != expected.shape:
-        return WrongAnswer(f"`{name}` returned Z of shape {Z.shape}; the layer's output has shape {expected.shape} (B, d_out).")
-    i, j = np.argwhere(~np.isclose(Z, expected, rtol=1e-7, atol=1e-9))[0]
+        return WrongAnswer(f"`{name}` returned Z of shape {Z.shape}; the layer's output has shape "
+                           f"{expected.shape} (B, d_out).")
+    i, j = first_differing_index(Z, expected)
     return WrongAnswer(f"`{name}` returned Z of the right shape {Z.shape}, but Z[{i}, {j}] = {Z[i, j]:.6g} differs from "
                        f"X @ W.T + b, the unsplit layer's output ({expected[i, j]:.6g}).")
 
@@ -197,8 +191,8 @@ def check_column_parallel_forward(answer, ctx):
     for X, W, b, n in forward_cases(ctx.rng, "rows"):
         shards = ref.split_output_rows(W, b, n)
         expected = ref.column_parallel_forward(X, shards)
-        Z = output_array(answer(X, shards), "column_parallel_forward", expected.shape)
-        no_side_effects(answer, "column_parallel_forward", ("X", "shards"))
+        Z = output_array(call_student(answer, (X, shards), ("X", "shards"), SPLIT_CALLS), "column_parallel_forward",
+                         expected.shape)
         if same(Z, expected):
             continue
         local = [X @ W_i.T + b_i for W_i, b_i in shards]
@@ -225,8 +219,8 @@ def check_row_parallel_forward(answer, ctx):
     for X, W, b, n in forward_cases(ctx.rng, "columns"):
         shards = ref.split_input_columns(W, n)
         expected = ref.row_parallel_forward(X, shards, b)
-        Z = output_array(answer(X, shards, b), "row_parallel_forward", expected.shape)
-        no_side_effects(answer, "row_parallel_forward", ("X", "shards", "b"))
+        Z = output_array(call_student(answer, (X, shards, b), ("X", "shards", "b"), SPLIT_CALLS),
+                         "row_parallel_forward", expected.shape)
         if same(Z, expected):
             continue
         columns = np.cumsum([0] + [W_i.shape[1] for W_i in shards])
@@ -267,18 +261,20 @@ def communication_cases(rng):
 def check_communication_elements(answer, ctx):
     for collective, batch, d_out, p in communication_cases(ctx.rng):
         expected = ref.communication_elements(collective, batch, d_out, p)
-        got = as_float(answer(collective, batch, d_out, p), "The number of elements")
+        got = as_float(call_student(answer, (collective, batch, d_out, p), ("collective", "batch", "d_out", "world_size"),
+                                    SPLIT_CALLS), "The number of elements")
         if same(got, expected):
             continue
         setting = f"For {collective} with B = {batch}, d_out = {d_out} and p = {p} ranks (N = B*d_out = {batch * d_out})"
         if p == 1:
-            raise WrongAnswer(f"{setting} you returned {got:g}. A single rank already holds the whole output and sends nothing: return 0.")
+            raise WrongAnswer(f"{setting} you returned {got:g}. A single rank already holds the whole output and "
+                              f"sends nothing: return 0.")
         N, share = batch * d_out, (p - 1) / p
         ring = ("A ring sends the tensor in p chunks of N/p and each rank forwards p - 1 of them: (p-1)/p * N for an "
                 "all-gather, twice that for an all-reduce.")
         reject_known_mistakes(got, expected, [
             (0.0, f"{setting} you returned 0. Each rank holds only part of the result, so the ranks must exchange "
-                  f"data: {ring}", "split-needs-no-communication"),
+                  f"data. {ring}", "split-needs-no-communication"),
             (share * N if collective == "all_reduce" else None,
              f"{setting} you returned (p-1)/p * N, half of the answer. A ring all-reduce is a reduce-scatter "
              f"followed by an all-gather, and each of the two moves (p-1)/p * N per rank."),

@@ -8,23 +8,13 @@ ignored here, as in most FLOP counts of matrix multiplications.
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
 
-from grader.reference.shapes import _positive_int
+from grader.reference.validation import positive_int, positive_number
 
 BOUNDS = ("memory", "compute")
-
-
-def _positive_number(value, name: str) -> float:
-    """`value` as a finite positive float; ValueError naming `name` otherwise (bools are refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a positive number, got {type(value).__name__} {value!r}")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
-    return float(value)
 
 
 def matmul_flops(batch: int, d_in: int, d_out: int) -> int:
@@ -39,7 +29,7 @@ def matmul_flops(batch: int, d_in: int, d_out: int) -> int:
     - 2 * B * d_in * d_out, an int: each of the B * d_out outputs needs d_in multiplies and
       d_in additions (counting a multiply-add as two operations). The bias is not counted.
     """
-    return 2 * _positive_int(batch, "batch") * _positive_int(d_in, "d_in") * _positive_int(d_out, "d_out")
+    return 2 * positive_int(batch, "batch") * positive_int(d_in, "d_in") * positive_int(d_out, "d_out")
 
 
 def matmul_bytes(batch: int, d_in: int, d_out: int, bytes_per_element: int) -> int:
@@ -54,9 +44,9 @@ def matmul_bytes(batch: int, d_in: int, d_out: int, bytes_per_element: int) -> i
       and writing Z. This is the least traffic possible; real kernels may move more. The bias
       (d_out numbers) is ignored.
     """
-    batch, d_in, d_out = (_positive_int(batch, "batch"), _positive_int(d_in, "d_in"),
-                          _positive_int(d_out, "d_out"))
-    return (batch * d_in + d_out * d_in + batch * d_out) * _positive_int(bytes_per_element, "bytes_per_element")
+    batch, d_in, d_out = (positive_int(batch, "batch"), positive_int(d_in, "d_in"),
+                          positive_int(d_out, "d_out"))
+    return (batch * d_in + d_out * d_in + batch * d_out) * positive_int(bytes_per_element, "bytes_per_element")
 
 
 def arithmetic_intensity(batch: int, d_in: int, d_out: int, bytes_per_element: int) -> float:
@@ -96,7 +86,7 @@ def time_op(fn, warmup: int = 3, repeat: int = 10, timer=time.perf_counter, sync
         raise ValueError("fn and timer must be callables, and sync None or a callable")
     if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0:
         raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
-    repeat = _positive_int(repeat, "repeat")
+    repeat = positive_int(repeat, "repeat")
     for _ in range(warmup):
         fn()
     durations = []
@@ -121,7 +111,7 @@ def achieved_flops(batch: int, d_in: int, d_out: int, seconds: float) -> float:
     Returns:
     - matmul_flops(batch, d_in, d_out) / seconds, in FLOP/s (not TFLOP/s), a float.
     """
-    return matmul_flops(batch, d_in, d_out) / _positive_number(seconds, "seconds")
+    return matmul_flops(batch, d_in, d_out) / positive_number(seconds, "seconds")
 
 
 def roofline_bound(intensity: float, peak_flops: float, bandwidth: float) -> str:
@@ -140,6 +130,6 @@ def roofline_bound(intensity: float, peak_flops: float, bandwidth: float) -> str
       otherwise "compute". Exactly at the ridge point both limits are equal and the answer is
       "compute" by convention.
     """
-    intensity = _positive_number(intensity, "intensity")
-    ridge = _positive_number(peak_flops, "peak_flops") / _positive_number(bandwidth, "bandwidth")
+    intensity = positive_number(intensity, "intensity")
+    ridge = positive_number(peak_flops, "peak_flops") / positive_number(bandwidth, "bandwidth")
     return "memory" if intensity < ridge else "compute"

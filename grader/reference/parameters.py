@@ -6,7 +6,7 @@ bias, one bias per output unit: d_out * d_in + d_out = d_out * (d_in + 1) number
 
 from __future__ import annotations
 
-from grader.reference.shapes import _positive_int
+from grader.reference.validation import positive_int
 
 # Buffers an optimizer keeps per parameter, on top of the weights and their gradients.
 OPTIMIZER_BUFFERS: dict[str, int] = {"sgd": 0, "momentum": 1, "adam": 2}
@@ -23,8 +23,8 @@ def layer_parameters(d_in: int, d_out: int, bias: bool = True) -> int:
     Returns:
     - the count d_out * d_in (the weight matrix, shape (d_out, d_in)) plus d_out when bias is True.
     """
-    d_in = _positive_int(d_in, "d_in")
-    d_out = _positive_int(d_out, "d_out")
+    d_in = positive_int(d_in, "d_in")
+    d_out = positive_int(d_out, "d_out")
     if not isinstance(bias, bool):
         raise ValueError(f"bias must be True or False, got {type(bias).__name__} {bias!r}")
     return d_out * d_in + (d_out if bias else 0)
@@ -45,7 +45,7 @@ def count_parameters(widths, bias: bool = True) -> list[int]:
         raise ValueError(f"widths must be a list of ints, got {type(widths).__name__}")
     if len(widths) < 2:
         raise ValueError(f"widths must hold at least two widths (input and output), got {list(widths)!r}")
-    sizes = [_positive_int(width, f"widths[{i}]") for i, width in enumerate(widths)]
+    sizes = [positive_int(width, f"widths[{i}]") for i, width in enumerate(widths)]
     return [layer_parameters(d_in, d_out, bias) for d_in, d_out in zip(sizes[:-1], sizes[1:])]
 
 
@@ -60,7 +60,7 @@ def output_activations(batch: int, d_out: int) -> int:
     - B * d_out, the size of the output Z of shape (B, d_out). It does not depend on d_in,
       unlike the parameter count.
     """
-    return _positive_int(batch, "batch") * _positive_int(d_out, "d_out")
+    return positive_int(batch, "batch") * positive_int(d_out, "d_out")
 
 
 def training_memory_bytes(n_params: int, bytes_per_value: int = 4, optimizer: str = "adam") -> int:
@@ -76,8 +76,8 @@ def training_memory_bytes(n_params: int, bytes_per_value: int = 4, optimizer: st
       gradients and one per optimizer buffer. Activations saved for the backward pass are NOT
       included; they depend on the batch and usually dominate for large batches.
     """
-    n_params = _positive_int(n_params, "n_params")
-    bytes_per_value = _positive_int(bytes_per_value, "bytes_per_value")
+    n_params = positive_int(n_params, "n_params")
+    bytes_per_value = positive_int(bytes_per_value, "bytes_per_value")
     if optimizer not in OPTIMIZER_BUFFERS:
         known = ", ".join(repr(name) for name in OPTIMIZER_BUFFERS)
         raise ValueError(f"unknown optimizer {optimizer!r}; known optimizers: {known}")

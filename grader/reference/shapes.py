@@ -7,36 +7,9 @@ All arithmetic is NumPy float64.
 
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
-
-def _positive_int(value, name: str) -> int:
-    """`value` as a positive int; ValueError naming `name` otherwise (bools are refused)."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a positive integer, got the bool {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be a positive integer, got {type(value).__name__} {value!r}") from None
-    if number <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {number}")
-    return number
-
-
-def _float_array(value, name: str, ndims: tuple[int, ...] | None = None) -> np.ndarray:
-    """`value` as a finite float64 array with one of the allowed numbers of dimensions (any if None)."""
-    try:
-        array = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{name} must be an array of real numbers: {error}") from None
-    if ndims is not None and array.ndim not in ndims:
-        allowed = " or ".join(f"{n}-D" for n in ndims)
-        raise ValueError(f"{name} must be {allowed}, got shape {array.shape}")
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} contains NaN or infinity")
-    return array
+from grader.reference.validation import float_array, positive_int, whole_number
 
 
 def layer_shapes(d_in: int, d_out: int, batch: int | None = None) -> dict[str, tuple[int, ...]]:
@@ -52,9 +25,9 @@ def layer_shapes(d_in: int, d_out: int, batch: int | None = None) -> dict[str, t
     - batch B:    x (B, d_in), W (d_out, d_in), b (d_out,), z (B, d_out)
     The batch size never changes W or b: every observation reuses the same parameters.
     """
-    d_in = _positive_int(d_in, "d_in")
-    d_out = _positive_int(d_out, "d_out")
-    leading = () if batch is None else (_positive_int(batch, "batch"),)
+    d_in = positive_int(d_in, "d_in")
+    d_out = positive_int(d_out, "d_out")
+    leading = () if batch is None else (positive_int(batch, "batch"),)
     return {"x": leading + (d_in,), "W": (d_out, d_in), "b": (d_out,), "z": leading + (d_out,)}
 
 
@@ -70,9 +43,9 @@ def linear_forward(X, W, b) -> np.ndarray:
     - Z: a new float64 array of shape (B, d_out), or (d_out,) for a 1-D X; Z = X @ W.T + b.
       No activation is applied. The inputs are not modified.
     """
-    X = _float_array(X, "X", (1, 2))
-    W = _float_array(W, "W", (2,))
-    b = _float_array(b, "b", (1,))
+    X = float_array(X, "X", (1, 2))
+    W = float_array(W, "W", (2,))
+    b = float_array(b, "b", (1,))
     if b.shape[0] != W.shape[0]:
         raise ValueError(f"b has shape {b.shape} but W has shape {W.shape}: expected one bias per row of W, "
                          f"shape ({W.shape[0]},)")
@@ -91,7 +64,7 @@ def relu(Z) -> np.ndarray:
     Returns:
     - H: a new float64 array of Z's shape with H = max(Z, 0); Z is not modified.
     """
-    Z = _float_array(Z, "Z")
+    Z = float_array(Z, "Z")
     return np.maximum(Z, 0.0)
 
 
@@ -109,9 +82,9 @@ def to_torch_linear(W, b, dtype=None):
     """
     import torch
 
-    W = _float_array(W, "W", (2,))
+    W = float_array(W, "W", (2,))
     if b is not None:
-        b = _float_array(b, "b", (1,))
+        b = float_array(b, "b", (1,))
         if b.shape[0] != W.shape[0]:
             raise ValueError(f"b has shape {b.shape} but W has shape {W.shape}: expected shape ({W.shape[0]},)")
     dtype = torch.float32 if dtype is None else dtype
@@ -138,10 +111,10 @@ def collapse_affine(W1, b1, W2, b2) -> tuple[np.ndarray, np.ndarray]:
     - b: shape (d_out,), b = W2 @ b1 + b2.
     so that W @ x + b == W2 @ (W1 @ x + b1) + b2 for every x of shape (d_in,).
     """
-    W1 = _float_array(W1, "W1", (2,))
-    b1 = _float_array(b1, "b1", (1,))
-    W2 = _float_array(W2, "W2", (2,))
-    b2 = _float_array(b2, "b2", (1,))
+    W1 = float_array(W1, "W1", (2,))
+    b1 = float_array(b1, "b1", (1,))
+    W2 = float_array(W2, "W2", (2,))
+    b2 = float_array(b2, "b2", (1,))
     if b1.shape[0] != W1.shape[0]:
         raise ValueError(f"b1 has shape {b1.shape} but W1 has shape {W1.shape}: expected ({W1.shape[0]},)")
     if W2.shape[1] != W1.shape[0]:
@@ -171,18 +144,8 @@ def find_mismatch(input_shape, in_features: int) -> tuple[int, int, int] | None:
         raise ValueError(f"input_shape must be a tuple of ints, got {type(input_shape).__name__} {input_shape!r}")
     if len(input_shape) == 0:
         raise ValueError("input_shape must have at least one axis (the features), got ()")
-    dims = []
-    for axis, size in enumerate(input_shape):
-        if isinstance(size, bool):
-            raise ValueError(f"input_shape[{axis}] must be a non-negative int, got the bool {size!r}")
-        try:
-            size = operator.index(size)
-        except TypeError:
-            raise ValueError(f"input_shape[{axis}] must be a non-negative int, got {size!r}") from None
-        if size < 0:
-            raise ValueError(f"input_shape[{axis}] must be a non-negative int, got {size}")
-        dims.append(size)
-    in_features = _positive_int(in_features, "in_features")
+    dims = [whole_number(size, f"input_shape[{axis}]", minimum=0) for axis, size in enumerate(input_shape)]
+    in_features = positive_int(in_features, "in_features")
     if dims[-1] == in_features:
         return None
     return (len(dims) - 1, dims[-1], in_features)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.reference.shapes import _float_array, _positive_int
+from grader.reference.validation import float_array, positive_int
 
 # Elements each rank sends in a ring collective, as a multiple of the full tensor's size N,
 # for world size p: all-gather sends p-1 chunks of N/p; all-reduce is a reduce-scatter plus an all-gather.
@@ -29,7 +29,7 @@ RING_FACTORS = {
 
 def _block_bounds(size: int, n: int, what: str) -> list[tuple[int, int]]:
     """(start, stop) of n contiguous blocks covering range(size), sized like numpy.array_split."""
-    n = _positive_int(n, "n")
+    n = positive_int(n, "n")
     if n > size:
         raise ValueError(f"cannot split {size} {what} across {n} ranks: every rank needs at least one")
     quotient, remainder = divmod(size, n)
@@ -52,8 +52,8 @@ def split_output_rows(W, b, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
       b_i = b[start_i:stop_i] of shape (d_i,). The sizes d_i follow numpy.array_split
       (the first d_out % n ranks get one unit more) and sum to d_out. Blocks are copies.
     """
-    W = _float_array(W, "W", (2,))
-    b = _float_array(b, "b", (1,))
+    W = float_array(W, "W", (2,))
+    b = float_array(b, "b", (1,))
     if b.shape[0] != W.shape[0]:
         raise ValueError(f"b has shape {b.shape} but W has shape {W.shape}: expected one bias per row of W")
     return [(W[start:stop].copy(), b[start:stop].copy())
@@ -72,7 +72,7 @@ def split_input_columns(W, n: int) -> list[np.ndarray]:
       contiguous input features start_i..stop_i - 1, sized like numpy.array_split. The bias is
       not split: it is added once, after the partial products are summed. Blocks are copies.
     """
-    W = _float_array(W, "W", (2,))
+    W = float_array(W, "W", (2,))
     return [W[:, start:stop].copy() for start, stop in _block_bounds(W.shape[1], n, "input features (columns of W)")]
 
 
@@ -95,13 +95,13 @@ def column_parallel_forward(X, shards) -> np.ndarray:
       Z_i = X @ W_i.T + b_i of shape (B, d_i); the all-gather concatenates the Z_i along the
       last axis in rank order. Z equals the unsplit layer X @ W.T + b.
     """
-    X = _float_array(X, "X", (2,))
+    X = float_array(X, "X", (2,))
     outputs = []
     for rank, shard in enumerate(_shard_list(shards, "(W_i, b_i) pairs")):
         if not isinstance(shard, (list, tuple)) or len(shard) != 2:
             raise ValueError(f"shards[{rank}] must be a pair (W_i, b_i), got {type(shard).__name__}")
-        W_i = _float_array(shard[0], f"shards[{rank}][0] (W_{rank})", (2,))
-        b_i = _float_array(shard[1], f"shards[{rank}][1] (b_{rank})", (1,))
+        W_i = float_array(shard[0], f"shards[{rank}][0] (W_{rank})", (2,))
+        b_i = float_array(shard[1], f"shards[{rank}][1] (b_{rank})", (1,))
         if W_i.shape[1] != X.shape[1] or b_i.shape[0] != W_i.shape[0]:
             raise ValueError(f"rank {rank}: W_{rank} has shape {W_i.shape} and b_{rank} shape {b_i.shape}; "
                              f"with X of shape {X.shape} expected shapes (d_{rank}, {X.shape[1]}) and (d_{rank},)")
@@ -124,9 +124,9 @@ def row_parallel_forward(X, shards, b) -> np.ndarray:
       P_i = X[:, start_i:stop_i] @ W_i.T of shape (B, d_out); the all-reduce sums the P_i and
       b is added to the sum: Z = sum_i P_i + b, which equals the unsplit layer X @ W.T + b.
     """
-    X = _float_array(X, "X", (2,))
-    b = _float_array(b, "b", (1,))
-    blocks = [_float_array(W_i, f"shards[{rank}]", (2,)) for rank, W_i in enumerate(_shard_list(shards, "weight blocks"))]
+    X = float_array(X, "X", (2,))
+    b = float_array(b, "b", (1,))
+    blocks = [float_array(W_i, f"shards[{rank}]", (2,)) for rank, W_i in enumerate(_shard_list(shards, "weight blocks"))]
     widths = [W_i.shape[1] for W_i in blocks]
     if sum(widths) != X.shape[1] or any(W_i.shape[0] != b.shape[0] for W_i in blocks):
         raise ValueError(f"weight blocks of shapes {[W_i.shape for W_i in blocks]} do not fit X of shape {X.shape} "
@@ -157,10 +157,10 @@ def column_row_block(X, W1, b1, W2, b2, n: int, activation=None) -> tuple[np.nda
     - n_reductions: the number of collectives performed, always 1 (the all-reduce of the second
       layer; with n = 1 it moves no data).
     """
-    X = _float_array(X, "X", (2,))
-    W1 = _float_array(W1, "W1", (2,))
-    W2 = _float_array(W2, "W2", (2,))
-    b2 = _float_array(b2, "b2", (1,))
+    X = float_array(X, "X", (2,))
+    W1 = float_array(W1, "W1", (2,))
+    W2 = float_array(W2, "W2", (2,))
+    b2 = float_array(b2, "b2", (1,))
     if W1.shape[1] != X.shape[1] or W2.shape[1] != W1.shape[0] or b2.shape[0] != W2.shape[0]:
         raise ValueError(f"shapes do not chain: X {X.shape}, W1 {W1.shape}, W2 {W2.shape}, b2 {b2.shape}; expected "
                          f"X (B, d_in), W1 (d_hidden, d_in), W2 (d_out, d_hidden), b2 (d_out,)")
@@ -192,5 +192,5 @@ def communication_elements(collective: str, batch: int, d_out: int, world_size: 
     if not isinstance(collective, str) or collective not in RING_FACTORS:
         known = ", ".join(repr(name) for name in RING_FACTORS)
         raise ValueError(f"unknown collective {collective!r}; known collectives: {known}")
-    size = _positive_int(batch, "batch") * _positive_int(d_out, "d_out")
-    return float(RING_FACTORS[collective](_positive_int(world_size, "world_size")) * size)
+    size = positive_int(batch, "batch") * positive_int(d_out, "d_out")
+    return float(RING_FACTORS[collective](positive_int(world_size, "world_size")) * size)

@@ -94,15 +94,16 @@ def _under(path: str, tree: str) -> bool:
     return path == tree or path.startswith(tree.rstrip("/") + "/")
 
 
-def hide(path: str) -> None:
-    """Cover `path` with something empty: a read-only tmpfs for a directory, /dev/null for a file."""
+def hide(path: str, empty_file: str) -> None:
+    """Cover `path` with something empty and read-only: a tmpfs for a folder, `empty_file` for a file."""
     if not os.path.lexists(path):
         return
     real = os.path.realpath(path)
     if os.path.isdir(real):
         mount("tmpfs", real, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=755")
     elif os.path.exists(real):
-        mount("/dev/null", real, None, MS_BIND)
+        mount(empty_file, real, None, MS_BIND)
+        mount(None, real, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
 def _closed_ancestor(path: str) -> str | None:
@@ -139,6 +140,25 @@ def expose(paths) -> None:
     finally:
         for _, fd, _ in items:
             os.close(fd)
+
+
+def private_proc() -> bool:
+    """Mount a procfs showing only the student's own processes (hidepid=invisible).
+
+    Only on Linux >= 5.8, where each proc mount has its own options; on older kernels the
+    option would change /proc for the whole machine, so it is left alone there.
+    """
+    try:
+        major, minor = (int(piece) for piece in os.uname().release.split(".")[:2])
+    except ValueError:
+        return False
+    if (major, minor) < (5, 8):
+        return False
+    try:
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
+    except OSError:
+        return False
+    return True
 
 
 def make_filesystem_read_only(keep_writable: tuple[str, ...]) -> list[str]:
@@ -193,17 +213,26 @@ def enter(config: dict) -> list[str]:
     if namespaces:
         try:
             mount(None, "/", None, MS_REC | MS_PRIVATE)
-            for path in config["hide"]:
-                hide(path)
-            if config["isolate"] and root and config.get("uid") is not None:
-                expose(config.get("expose", ()))
-            refused = make_filesystem_read_only(tuple(SCRATCH_MOUNTS))
-            if refused:
-                missing.append(f"could not make {', '.join(refused[:5])} read-only for student code")
             for target, options in SCRATCH_MOUNTS.items():
                 if os.path.isdir(target):
                     mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV,
                           f"size={config['scratch_mb']}m,{options}")
+            staging = "/tmp/.hidden"
+            os.mkdir(staging, 0o700)
+            empty_file = os.path.join(staging, "empty")
+            os.close(os.open(empty_file, os.O_CREAT | os.O_WRONLY, 0o444))
+            for path in config["hide"]:
+                hide(path, empty_file)
+            os.unlink(empty_file)
+            os.rmdir(staging)
+            if config["isolate"] and root and config.get("uid") is not None:
+                expose(config.get("expose", ()))
+                if not private_proc():
+                    missing.append("could not mount a private /proc (needs Linux 5.8 or newer): student code "
+                                   "can list every process on the machine")
+            refused = make_filesystem_read_only(tuple(SCRATCH_MOUNTS))
+            if refused:
+                missing.append(f"could not make {', '.join(refused[:5])} read-only for student code")
             os.mkdir(WORKDIR, 0o700)
             workdir = WORKDIR
         except OSError as error:
@@ -212,15 +241,19 @@ def enter(config: dict) -> list[str]:
     if config["isolate"] and not root:
         missing.append("not running as root: student code runs as the grader's own user (it can "
                        "signal the grader's processes and read its files), and fork bombs are not capped")
-    if drop:
-        os.chown(workdir, config["uid"], config["gid"])
     set_limits({**config, "nproc": config["nproc"] if drop else None})
     if drop:
-        os.setgroups([])
-        os.setresgid(config["gid"], config["gid"], config["gid"])
-        os.setresuid(config["uid"], config["uid"], config["uid"])
-        if os.getuid() != config["uid"] or os.geteuid() != config["uid"]:
-            raise IsolationError("could not switch to the sandbox user")
+        try:
+            os.chown(workdir, config["uid"], config["gid"])
+            os.setgroups([])
+            os.setresgid(config["gid"], config["gid"], config["gid"])
+            os.setresuid(config["uid"], config["uid"], config["uid"])
+        except OSError as error:
+            missing.append(f"could not switch student code to a separate user ({error.strerror}): it runs "
+                           "as the grader's user, and its leftover processes are found only by process group")
+        else:
+            if os.getuid() != config["uid"] or os.geteuid() != config["uid"]:
+                raise IsolationError("switching to the sandbox user did not take effect")
     try:
         prctl(PR_SET_NO_NEW_PRIVS, 1)
     except OSError:
@@ -234,7 +267,7 @@ def enter(config: dict) -> list[str]:
 
 def processes_of(uid: int) -> list[tuple[int, str]]:
     """(pid, state letter) of every process whose real user is `uid`, read from /proc."""
-    found = []
+    found, wanted = [], f"\nUid:\t{uid}\t"
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -243,13 +276,9 @@ def processes_of(uid: int) -> list[tuple[int, str]]:
                 text = status.read()
         except OSError:
             continue
-        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
-        try:
-            real_uid = int(fields["Uid"].split()[0])
-        except (KeyError, ValueError, IndexError):
-            continue
-        if real_uid == uid:
-            found.append((int(entry.name), fields.get("State", "?").split()[0]))
+        if wanted in text:
+            state = text.find("\nState:\t")
+            found.append((int(entry.name), text[state + 8:state + 9] if state >= 0 else "?"))
     return found
 
 

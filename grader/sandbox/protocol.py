@@ -1,9 +1,11 @@
 """Length-prefixed frames between the grader and a student process.
 
 A frame is an 8-byte little-endian length followed by that many bytes. Requests from the
-grader carry a JSON header and an optional binary body; replies from the student process
-carry a sequence number and the body, which the grader only ever parses with
-`grader.codec.loads` (never pickle). Reading is bounded in size and in time, so a child that
+grader carry a JSON header (with a fresh random request id) and an optional binary body;
+replies from the student process carry the request id and the body, which the grader only
+ever parses with `grader.codec.loads` (never pickle). Frames whose id is not that of the
+pending request are discarded, so a frame forged by student code can at most answer the
+request its own code is serving, never a later one. Reading is bounded in size and in time, so a child that
 sends a huge length, trickles bytes or stops answering cannot stall the grader.
 """
 
@@ -18,7 +20,7 @@ import time
 from grader import codec
 
 LENGTH = struct.Struct("<Q")
-SEQUENCE = struct.Struct("<Q")
+REQUEST_ID = struct.Struct("<Q")
 MAX_REPLY_BYTES = codec.MAX_ARRAY_BYTES + 2**20
 MAX_REQUEST_BYTES = 2**31
 
@@ -98,24 +100,24 @@ def recv_frame(sock: socket.socket, deadline: float | None = None,
     return _read_exact(sock, size, deadline)
 
 
-def encode_reply(sequence: int, body: bytes) -> bytes:
-    return SEQUENCE.pack(sequence) + body
+def encode_reply(request_id: int, body: bytes) -> bytes:
+    return REQUEST_ID.pack(request_id) + body
 
 
 def decode_reply(payload: bytes) -> tuple[int, bytes]:
-    """(sequence number, body) of a reply."""
-    if len(payload) < SEQUENCE.size:
-        raise ProtocolError("a reply too short to carry a sequence number")
-    (sequence,) = SEQUENCE.unpack_from(payload, 0)
-    return sequence, payload[SEQUENCE.size:]
+    """(request id, body) of a reply."""
+    if len(payload) < REQUEST_ID.size:
+        raise ProtocolError("a reply too short to carry a request id")
+    (request_id,) = REQUEST_ID.unpack_from(payload, 0)
+    return request_id, payload[REQUEST_ID.size:]
 
 
-def recv_reply(sock: socket.socket, sequence: int, deadline: float | None,
+def recv_reply(sock: socket.socket, request_id: int, deadline: float | None,
                max_bytes: int = MAX_REPLY_BYTES, max_stray: int = 10_000) -> bytes:
-    """The body of the reply to request `sequence`, discarding stray frames (stale or forged
-    replies written by student code), so a forged frame cannot shift later replies."""
+    """The body of the reply to request `request_id`, discarding stray frames (stale replies,
+    or frames forged by student code), so no frame can shift the replies that follow."""
     for _ in range(max_stray):
         number, body = decode_reply(recv_frame(sock, deadline, max_bytes))
-        if number == sequence:
+        if number == request_id:
             return body
-    raise ProtocolError(f"more than {max_stray} stray frames while waiting for reply {sequence}")
+    raise ProtocolError(f"more than {max_stray} stray frames while waiting for a reply")

@@ -148,7 +148,9 @@ class Sandbox:
         self._warn_lock = threading.Lock()
         self._slots = threading.Condition()
         self._free_slots: list[int] = list(range(SLOTS_PER_PROCESS))
+        self._used_slots: set[int] = set()
         self._started = False
+        self.switch_users = True
         if not isolate:
             self.warnings.append("isolation is turned off: student code runs as the grader's user, "
                                  "with network access and every file that user can read")
@@ -174,7 +176,7 @@ class Sandbox:
         env = {"PATH": SAFE_PATH, "PYTHONPATH": str(PACKAGE_ROOT.parent), "LANG": "C.UTF-8",
                "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "HOME": os.environ.get("HOME", "/")}
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "grader.sandbox.zygote", str(child.fileno())],
+            [sys.executable, "-P", "-m", "grader.sandbox.zygote", str(child.fileno())],
             pass_fds=[child.fileno()], env=env, cwd="/", stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, start_new_session=True)
         child.close()
@@ -226,10 +228,10 @@ class Sandbox:
         return json.loads(data)
 
     def ask(self, request: dict, fds=()) -> dict:
-        """Send one request to the zygote (restarting it if it died); thread-safe."""
+        """Send one request to the zygote (starting it, or restarting it if it died); thread-safe."""
+        if not self._started:
+            self.start()
         with self._lock:
-            if not self._started:
-                raise SandboxError("the sandbox is not started (use `with Sandbox(...)`)")
             if self._process is None or self._process.poll() is not None:
                 self.note("the sandbox's warm interpreter had exited and was restarted")
                 self._start_zygote()
@@ -257,14 +259,22 @@ class Sandbox:
             self._free_slots.sort()
             self._slots.notify()
 
+    def first_use(self, slot: int) -> bool:
+        """True the first time a slot is used by this sandbox (its user may have leftovers then)."""
+        with self._slots:
+            fresh = slot not in self._used_slots
+            self._used_slots.add(slot)
+            return fresh
+
     def slot_uid(self, slot: int) -> int | None:
         """The user a slot's student processes run as (None when not root or not isolating)."""
-        if not (self.root and self.isolate):
+        if not (self.root and self.isolate and self.switch_users):
             return None
         return UID_BASE + (os.getpid() % (1 << 22)) * SLOTS_PER_PROCESS + slot
 
     def kill_tree(self, uid: int | None, pid: int | None) -> None:
-        """Kill a student process and everything it started."""
+        """Kill a student process group `pid` (only while that process is unreaped, so the id
+        cannot have been reused) and every process of the slot user `uid`."""
         if pid is not None:
             try:
                 os.killpg(pid, signal.SIGKILL)
@@ -297,8 +307,8 @@ class Session:
         self.alive = False
         self.death: StudentError | None = None
         self.pid: int | None = None
+        self.reaped = False
         self.sock: socket.socket | None = None
-        self.sequence = 0
         self.slot: int | None = None
         self.uid: int | None = None
         self.workdir: str | None = None
@@ -316,7 +326,8 @@ class Session:
             self.slot = self.sandbox.acquire_slot()
             self.uid = self.sandbox.slot_uid(self.slot)
             self.workdir = tempfile.mkdtemp(prefix="grader-student-")
-            self.sandbox.kill_tree(self.uid, None)
+            if self.sandbox.first_use(self.slot):
+                self.sandbox.kill_tree(self.uid, None)
         self._spawn()
 
     def _config(self) -> dict:
@@ -339,7 +350,7 @@ class Session:
             os.close(read_end)
             parent.close()
             raise SandboxError(f"could not start a student process: {answer.get('error')}")
-        self.pid, self.sock, self.sequence = answer["pid"], parent, 0
+        self.pid, self.sock, self.reaped = answer["pid"], parent, False
         self.output.attach(read_end)
         try:
             hello = json.loads(protocol.recv_frame(parent, time.monotonic() + HELLO_TIMEOUT_S, 65536))
@@ -351,6 +362,9 @@ class Session:
             raise SandboxError(f"the student process could not be isolated: {hello.get('error')}")
         for warning in hello.get("missing", []):
             self.sandbox.note(warning)
+        if self.uid is not None and hello.get("uid") != self.uid:
+            self.sandbox.switch_users = False
+            self.uid = None
         self.alive, self.death = True, None
         self.generation += 1
 
@@ -359,7 +373,7 @@ class Session:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
-        self.sandbox.kill_tree(self.uid, self.pid)
+        self.sandbox.kill_tree(self.uid, None if self.reaped else self.pid)
         self.output.wait()
 
     def _exit_reason(self) -> str:
@@ -367,6 +381,7 @@ class Session:
             status = self.sandbox.ask({"op": "reap", "pid": self.pid, "wait": 0.5})
         except SandboxError:
             return "the process ended"
+        self.reaped = "running" not in status
         if "signal" in status:
             number = status["signal"]
             try:
@@ -414,10 +429,10 @@ class Session:
         if timeout <= 0:
             raise self._die(StudentTimeout(f"{what} was not run: {why}"))
         deadline = time.monotonic() + timeout
-        self.sequence += 1
+        request_id = int.from_bytes(os.urandom(8), "little")
         try:
-            protocol.send_frame(self.sock, protocol.encode_request({**header, "seq": self.sequence}, body), deadline)
-            return protocol.recv_reply(self.sock, self.sequence, deadline)
+            protocol.send_frame(self.sock, protocol.encode_request({**header, "id": request_id}, body), deadline)
+            return protocol.recv_reply(self.sock, request_id, deadline)
         except protocol.ChannelTimeout:
             raise self._die(StudentTimeout(f"{what}: {why}")) from None
         except protocol.ChannelClosed:
@@ -452,8 +467,11 @@ class Session:
                     break
 
     def _execute(self, label: str, source: str) -> CellOutcome:
+        """Run one cell, then check the connection is still in step (a cell that wrote into it is
+        the one to blame and skip, not whichever request comes next)."""
         try:
             body = self._request({"op": "exec", "source": source, "label": label}, b"", label)
+            self._request({"op": "ping"}, b"", label)
         except StudentTimeout as error:
             self.skipped[label] = error.reason
             self.notes.append(f"{label} was skipped: {error.reason}")

@@ -4,7 +4,8 @@ Started once per `Sandbox` as `python -m grader.sandbox.zygote FD`, it imports N
 and Matplotlib (Agg) once, then serves requests from the grader on the control socket FD:
 
 - spawn: fork a fresh student process on the socket and output pipe passed along (SCM_RIGHTS);
-- kill_user: fork a helper that becomes the slot's user and SIGKILLs all its processes;
+- kill_user: SIGKILL every process of a slot's user (through a small helper process forked
+  before the heavy imports, so each kill costs a cheap fork);
 - reap: the exit status of a finished student process;
 - info: the preloaded modules and the interpreter's address-space size.
 
@@ -37,6 +38,7 @@ MAGIC_LINE = re.compile(r"^(\s*)[%!].*$", re.MULTILINE)
 
 
 def preload() -> list[str]:
+    """Import the libraries student code uses, so each fork starts warm; returns those loaded."""
     os.environ["MPLBACKEND"] = "Agg"
     loaded = []
     for name in PRELOAD:
@@ -98,19 +100,16 @@ class Guard:
                     self.saved.append((namespace, keys, operator.itemgetter(*keys),
                                        tuple(namespace[key] for key in keys)))
 
-    def restore(self) -> None:
+    def restore(self, _any=any, _map=map, _zip=zip, _is_not=operator.is_not, _missing=object()) -> None:
         for namespace, keys, current_values, values in self.saved:
             try:
-                if not any(map(operator.is_not, current_values(namespace), values)):
+                if not _any(_map(_is_not, current_values(namespace), values)):
                     continue
             except KeyError:
                 pass
-            for key, value in zip(keys, values):
-                if namespace.get(key, _MISSING) is not value:
+            for key, value in _zip(keys, values):
+                if namespace.get(key, _missing) is not value:
                     namespace[key] = value
-
-
-_MISSING = object()
 
 
 class StudentLoop:
@@ -124,9 +123,9 @@ class StudentLoop:
         self.guard = Guard()
         self.namespace = {"__name__": "__main__", "__builtins__": builtins, "display": _display}
 
-    def reply(self, sequence: int, body: bytes) -> None:
+    def reply(self, request_id: int, body: bytes) -> None:
         _flush()
-        self.protocol.send_frame(self.sock, self.protocol.encode_reply(sequence, body))
+        self.protocol.send_frame(self.sock, self.protocol.encode_reply(request_id, body))
 
     def invoke(self, function, args):
         try:
@@ -139,6 +138,8 @@ class StudentLoop:
         op, dumps = header["op"], self.codec.dumps
         if op == "exec":
             return dumps(self.execute(header["source"], header["label"]))
+        if op == "ping":
+            return b""
         name = header["name"]
         if name not in self.namespace:
             return dumps({"defined": False})
@@ -184,7 +185,7 @@ class StudentLoop:
                     answer = self.codec.dumps(_error_record(error))
                 except BaseException:
                     answer = b""
-            self.reply(header["seq"], answer)
+            self.reply(header["id"], answer)
 
 
 def _student_process(config: dict, sock_fd: int, output_fd: int, control: socket.socket) -> None:
@@ -232,8 +233,8 @@ def _describe_status(status: int) -> dict:
 
 
 class Zygote:
-    def __init__(self, control: socket.socket, loaded: list[str]):
-        self.control = control
+    def __init__(self, control: socket.socket, killer: socket.socket, loaded: list[str]):
+        self.control, self.killer = control, killer
         self.loaded = loaded
         self.finished: dict[int, int] = {}
 
@@ -249,25 +250,10 @@ class Zygote:
         return {"pid": pid}
 
     def kill_user(self, uid: int) -> dict:
-        from grader.sandbox import isolation
-        killer = os.fork()
-        if killer == 0:
-            try:
-                os._exit(0 if isolation.kill_user(uid) else 1)
-            finally:
-                os._exit(2)
-        while True:
-            pid, status = os.waitpid(-1, 0)
-            if pid == killer:
-                break
-            self.finished[pid] = status
-        import time
-        for _ in range(50):
-            self.finished.update(_reap_all())
-            if not isolation.processes_of(uid):
-                break
-            time.sleep(0.002)
-        return {"ok": os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0}
+        self.killer.sendall(json.dumps({"uid": uid}).encode())
+        answer = json.loads(self.killer.recv(4096) or b"{}")
+        self.finished.update(_reap_all())  # the killed processes: ours by now, as their subreaper
+        return {"ok": bool(answer.get("ok"))}
 
     def reap(self, pid: int, wait: float) -> dict:
         import time
@@ -293,7 +279,7 @@ class Zygote:
             except OSError:
                 return
             if not data:
-                return
+                os._exit(0)
             try:
                 request = json.loads(data)
                 op = request["op"]
@@ -316,17 +302,46 @@ class Zygote:
             self.control.sendall(json.dumps(answer).encode())
 
 
+def _killer_server(requests: socket.socket) -> None:
+    """A small process, forked before the heavy imports, that kills a slot user's processes:
+    each request forks a cheap helper that becomes that user and SIGKILLs all it owns."""
+    from grader.sandbox import isolation
+    while True:
+        data = requests.recv(4096)
+        if not data:
+            os._exit(0)
+        uid = int(json.loads(data)["uid"])
+        helper = os.fork()
+        if helper == 0:
+            try:
+                os._exit(0 if isolation.kill_user(uid) else 1)
+            finally:
+                os._exit(2)
+        _, status = os.waitpid(helper, 0)
+        requests.sendall(json.dumps({"ok": os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0}).encode())
+
+
 def main(argv: list[str]) -> int:
     import ctypes
     import signal
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     control = socket.socket(fileno=int(argv[0]))
+    killer, requests = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    if os.fork() == 0:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        control.close()
+        killer.close()
+        try:
+            _killer_server(requests)
+        finally:
+            os._exit(0)
+    requests.close()
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     loaded = preload()
     control.sendall(json.dumps({"ready": True, "preloaded": loaded}).encode())
-    Zygote(control, loaded).serve()
-    return 0
+    Zygote(control, killer, loaded).serve()
+    os._exit(0)
 
 
 if __name__ == "__main__":

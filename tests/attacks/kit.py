@@ -22,7 +22,7 @@ course_id: sandbox-test
 title: Sandbox test course
 secret_env: SANDBOX_TEST_SECRET
 limits:
-  part_timeout_s: 4
+  part_timeout_s: 3
   notebook_timeout_s: 60
   memory_mb: 1024
   output_kb: 16

@@ -153,6 +153,8 @@ for args in [(4, 6), (4, 6, 32), (7, 1, 73)]:
     assert z.shape == shapes["z"], f"layer_shapes{args}: x @ W.T + b has shape {z.shape}, not z's {shapes['z']}"
 assert len(layer_shapes(4, 6)["x"]) == 1, "one observation has no batch axis"
 assert layer_shapes(4, 6, 32)["W"] == layer_shapes(4, 6)["W"], "the batch size must not change W"
+print("4 -> 6, one observation:", layer_shapes(4, 6))
+print("4 -> 6, batch of 32:    ", layer_shapes(4, 6, 32))
 ''')
 
 nb.md(r"""
@@ -192,7 +194,8 @@ h_run = np.maximum(z_run, 0.0)
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [1.1, 1]})
 image = left.imshow(contributions, cmap="PuOr_r", vmin=-4, vmax=4)
 for (j, k), value in np.ndenumerate(contributions):
-    left.text(k, j, f"{value:+.2f}", ha="center", va="center", fontsize=10)
+    left.text(k, j, f"{value:+.2f}", ha="center", va="center", fontsize=10,
+              color="white" if abs(value) > 2.5 else "black")
 left.set_xticks(range(3), ["x1 = 2", "x2 = 4", "x3 = 1"])
 left.set_yticks(range(3), ["unit 1", "unit 2", "unit 3"])
 left.set_title("products W[j, k] * x[k]")
@@ -204,6 +207,7 @@ right.bar(units + 0.2, h_run, width=0.4, color="#d97745", label="ReLU(z)")
 right.axhline(0, color="black", linewidth=0.8)
 for unit in units:
     right.text(unit - 0.2, z_run[unit] + (0.1 if z_run[unit] >= 0 else -0.3), f"{z_run[unit]:+.1f}", ha="center")
+right.set_ylim(-2.1, 2.6)
 right.set_xticks(units, ["unit 1", "unit 2", "unit 3"])
 right.set_title("add the bias, then apply ReLU")
 right.legend(frameon=False, loc="lower left")

@@ -207,7 +207,7 @@ ax.set_xlabel("width d")
 ax.set_ylabel("count")
 ax.set_title("quadratic versus linear growth")
 for d, p in zip(widths[-1:], square_parameters[-1:]):
-    ax.annotate(f"{p / 1e6:.0f} M", (d, p), textcoords="offset points", xytext=(-40, 5))
+    ax.annotate(f"{p / 1e6:.0f} M parameters", (d, p), textcoords="offset points", xytext=(-120, -4))
 ax.legend(frameon=False)
 ax.grid(True, which="major", alpha=0.3)
 fig.tight_layout()
