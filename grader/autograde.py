@@ -277,7 +277,12 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
             def save(job: Job, result, seconds: float) -> None:
                 previous = previous_by_job[job]
                 changed = previous is None or previous.get("digest") != job.digest
-                gb_module.record_submission(gradebook, course, result, timestamp=job.timestamp, changed=changed)
+                try:
+                    gb_module.record_submission(gradebook, course, result, timestamp=job.timestamp,
+                                                changed=changed)
+                except Exception as error:  # e.g. a locked or read-only database: stop, nothing half-written
+                    raise AutogradeError(f"cannot write {job.student}/{job.assignment} to the gradebook: "
+                                         f"{type(error).__name__}: {error}") from error
                 data = result.to_dict()
                 data.update(version=RESULTS_VERSION, digest=job.digest, secret=fingerprint,
                             seconds=round(seconds, 3))

@@ -606,7 +606,6 @@ class Builder:
 
         config = Config()
         config.Exporter.default_preprocessors = []
-        config.ClearSolutions.enforce_metadata = True
         exporter = NotebookExporter(config=config)
         for step in steps:
             exporter.register_preprocessor(step, enabled=True)
@@ -619,8 +618,6 @@ class Builder:
         }
         try:
             output, _ = exporter.from_notebook_node(copy.deepcopy(notebook), resources=resources)
-        except BuildError:
-            raise
         except RuntimeError as error:  # nbgrader's own steps report bad regions this way
             raise BuildError(f"{self.rel(paths['source'])}: {error}") from None
         return output

@@ -65,7 +65,8 @@ def render(course, result, course_dir: str | os.PathLike | None = None) -> str:
     manual_points = sum(p.max_score for p in result.parts if p.status == "manual")
     total = f"{result.score:g} / {result.max_score:g}"
     if manual_points:
-        total += f" (another {manual_points:g} points are graded by your instructor)"
+        total += (" (1 more point is graded by your instructor)" if manual_points == 1
+                  else f" ({manual_points:g} more points are graded by your instructor)")
     out.append(f'<p class="total"><strong>Automatic score:</strong> {total}</p>')
     if result.error:
         out.append(f'<p class="warning">This submission could not be graded: {clean(result.error)}</p>')

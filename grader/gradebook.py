@@ -287,7 +287,10 @@ def record_submission(gradebook, course, result, *, timestamp=None, changed: boo
         except MissingEntry:
             submission = SubmittedAssignment(assignment=assignment_row, student=student)
             db.add(submission)
-        stamp = utils.parse_utc(timestamp) if timestamp else None
+        try:
+            stamp = utils.parse_utc(timestamp) if timestamp else None
+        except (ValueError, OverflowError, TypeError):  # an unreadable timestamp.txt is left out
+            stamp = None
         if submission.timestamp != stamp:
             submission.timestamp = stamp
         submitted = next((nb for nb in submission.notebooks if nb.notebook_id == notebook.id), None)

@@ -122,7 +122,8 @@ def report(course, result, public_secret: bool = False) -> str:
     manual = sum(p.max_score for p in result.parts if p.status == "manual")
     total = f"Total: {result.score:g}/{result.max_score:g}"
     if manual:
-        total += f" (the {manual:g} point(s) of free-text answers are graded by the instructor)"
+        total += (" (the 1 point for the free-text answer is graded by the instructor)" if manual == 1 else
+                  f" (the {manual:g} points for free-text answers are graded by the instructor)")
     lines += ["", total]
     for warning in getattr(result, "warnings", []) or []:
         lines.append(f"warning: {warning}")

@@ -403,13 +403,19 @@ def time_collectives(sizes, world_size: int = 2, repeat: int = 7, warmup: int = 
 
 
 def fit_alpha_beta(volumes, seconds) -> tuple[float, float]:
-    """Least-squares fit of seconds = alpha + volume / bandwidth.
+    """Fit seconds = alpha + volume / bandwidth by least squares on the relative error.
 
-    Inputs: volumes (S,), bytes each rank sends; seconds (S,), measured times.
+    Each point is weighted by 1/seconds, so the small messages (which fix alpha) count as much
+    as the large ones (which fix the bandwidth); alpha is kept >= 0.
+    Inputs: volumes (S,), bytes each rank sends; seconds (S,), measured times (> 0).
     Returns (alpha in seconds, bandwidth in bytes per second; inf when time does not grow).
     """
     volumes, seconds = np.asarray(volumes, float), np.asarray(seconds, float)
-    design = np.stack([np.ones_like(volumes), volumes], axis=1)
-    (alpha, per_byte), *_ = np.linalg.lstsq(design, seconds, rcond=None)
+    weights = 1.0 / seconds
+    design = np.stack([np.ones_like(volumes), volumes], axis=1) * weights[:, None]
+    (alpha, per_byte), *_ = np.linalg.lstsq(design, seconds * weights, rcond=None)
+    if alpha < 0:
+        alpha = 0.0
+        per_byte = float(np.sum(weights**2 * volumes * seconds) / np.sum((weights * volumes) ** 2))
     growth = per_byte * volumes.max(initial=0.0)
     return float(alpha), float(1.0 / per_byte) if growth > 1e-9 * np.abs(seconds).mean() else float("inf")

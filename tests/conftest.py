@@ -107,6 +107,20 @@ HOSTILE_VALUES = {
 }
 
 
+def hostile_formulas(symbol: str) -> dict[str, str]:
+    """Formula texts, written with the symbol `symbol`, that try to run code or exhaust the parser."""
+    return {
+        "import and system call": "__import__('os').system('echo hi')",
+        "subclasses walk": "().__class__.__bases__[0].__subclasses__()",
+        "tower of powers": "9**9**9",
+        "huge exponent": f"{symbol}**10**10",
+        "10,000 nested parentheses": "(" * 10_000 + symbol + ")" * 10_000,
+        "100 kB string": f"{symbol}+" * 50_000 + symbol,
+        "lambda": f"lambda: {symbol}",
+        "f-string": f"f'{{{symbol}}}'",
+    }
+
+
 @pytest.fixture(params=sorted(HOSTILE_VALUES))
 def hostile_value(request):
     """(label, factory): a factory that makes a fresh hostile answer value each call."""

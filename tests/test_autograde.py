@@ -7,6 +7,7 @@ it, and kill a second run with SIGKILL halfway to check that a rerun completes i
 
 from __future__ import annotations
 
+import fcntl
 import html
 import json
 import os
@@ -48,19 +49,27 @@ def python(*args, env=None, **kwargs):
                           **kwargs)
 
 
-_DEMO_RUNS: dict[str, tuple] = {}
-
-
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory):
-    """(course dir, completed process) of `python -m grader demo --dir ...`, run once per session."""
-    if "run" not in _DEMO_RUNS:  # test_demo.py imports this fixture: both modules share one run
-        directory = tmp_path_factory.mktemp("demo") / "course"
-        start = time.monotonic()
-        done = python("-m", "grader", "demo", "--dir", str(directory), timeout=300)
-        done.seconds = time.monotonic() - start
-        _DEMO_RUNS["run"] = directory, done
-    return _DEMO_RUNS["run"]
+    """(course dir, completed process) of `python -m grader demo --dir ...`, run once per test run.
+
+    test_demo.py shares this fixture; xdist workers share the one run through a lock file.
+    """
+    root = tmp_path_factory.getbasetemp()
+    shared = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+    directory, record = shared / "demo-class" / "course", shared / "demo-class.json"
+    with open(shared / "demo-class.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.is_file():
+            directory.parent.mkdir(exist_ok=True)
+            start = time.monotonic()
+            done = python("-m", "grader", "demo", "--dir", str(directory), timeout=300)
+            record.write_text(json.dumps({"returncode": done.returncode, "stdout": done.stdout,
+                                          "stderr": done.stderr, "seconds": time.monotonic() - start}))
+    data = json.loads(record.read_text())
+    done = subprocess.CompletedProcess(["demo"], data["returncode"], data["stdout"], data["stderr"])
+    done.seconds = data["seconds"]
+    return directory, done
 
 
 def db_dump(course_dir: Path, students=None):
@@ -134,6 +143,9 @@ def test_sigkill_halfway_then_rerun_loses_and_duplicates_nothing(demo_run, tmp_p
         (shutil.copytree if source.is_dir() else shutil.copy)(source, copy / name)
     for student in students:
         shutil.copytree(directory / "submitted" / student / "01_shapes", copy / "submitted" / student / "01_shapes")
+    broken = copy / "submitted" / "zed" / "01_shapes"
+    broken.mkdir(parents=True)
+    (broken / "01_shapes.ipynb").write_text('{"cells": [ this is not json')
     env = dict(os.environ, LAYERS_GRADER_SECRET=DEMO_SECRET)
     process = subprocess.Popen([sys.executable, "-m", "grader", "autograde", "--course", str(copy), "--workers", "1"],
                                cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -145,11 +157,14 @@ def test_sigkill_halfway_then_rerun_loses_and_duplicates_nothing(demo_run, tmp_p
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
     graded_before = len(list(copy.glob("autograded/*/*/results.json")))
-    assert 2 <= graded_before < len(students), "the kill came too late to test anything"
+    assert 2 <= graded_before < len(students) + 1, "the kill came too late to test anything"
     rerun = python("-m", "grader", "autograde", "--course", str(copy), env={"LAYERS_GRADER_SECRET": DEMO_SECRET},
                    timeout=300)
     assert rerun.returncode == 0, rerun.stderr
     summary = rerun.stdout.splitlines()[-1]
-    assert summary == f"{len(students) - graded_before} graded, {graded_before} unchanged since the last run.", summary
+    assert summary == f"{len(students) + 1 - graded_before} graded, {graded_before} unchanged since the last run."
     expected = [row for row in db_dump(directory, students) if row["assignment"] == "01_shapes"]
-    assert db_dump(copy) == expected
+    assert db_dump(copy, students) == expected
+    zed = db_dump(copy, ["zed"])[0]  # the malformed notebook: a recorded zero with the reason
+    assert all(auto in (0.0, None) for _, auto, *_ in zed["grades"])
+    assert all("could not be graded" in text and "invalid JSON" in text for _, text, _ in zed["comments"])

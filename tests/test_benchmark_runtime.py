@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -46,13 +47,19 @@ def test_make_matmul_computes_the_layer_product():
 
 
 def _agreement(shape, threads) -> float:
-    """Ratio of our median to torch.utils.benchmark's median (median of three medians each)."""
+    """Our median over torch.utils.benchmark's median, measured in alternation.
+
+    A call of these shapes takes over 10 ms, where the Timer times single calls too. The two
+    timers take turns call by call, so load from other programs on a shared machine falls on
+    both medians alike.
+    """
     fn = lab.make_matmul(*shape)
-    ours, theirs = [], []
     timer = torch_benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
-    for _ in range(3):  # interleaved, so a burst of load hits both
-        ours.append(lab.reference_time(fn, "cpu", warmup=2, repeat=15))
-        theirs.append(timer.blocked_autorange(min_run_time=0.15).median)
+    fn()
+    ours, theirs = [], []
+    for _ in range(21):
+        ours.append(lab.reference_time(fn, "cpu", warmup=0, repeat=1))
+        theirs.append(timer.timeit(1).median)
     return statistics.median(ours) / statistics.median(theirs)
 
 
@@ -66,24 +73,39 @@ def one_thread():
     torch.set_num_threads(saved)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("shape", [(128, 512, 512), (256, 512, 768)])
-def test_reference_timing_agrees_with_torch_utils_benchmark(shape, one_thread):
-    ratio = _agreement(shape, one_thread)
+def _busy() -> str | None:
+    """A reason to give up on a 10% timing comparison: far more runnable work than cores."""
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    return f"machine too busy to compare timings within 10% (load {load:.1f} on {cores} cores)" if load > cores + 2 else None
+
+
+def _within_ten_percent(measure) -> float:
+    """`measure()` -> ratio; one retry on noise; skipped (with the reason) only if the machine is overloaded."""
+    ratio = measure()
     if abs(ratio - 1) > 0.10:  # a shared machine can be disturbed once; a real disagreement persists
-        ratio = _agreement(shape, one_thread)
+        ratio = measure()
+    if abs(ratio - 1) > 0.10 and (reason := _busy()):
+        pytest.skip(f"{reason}; last ratio {ratio:.3f}")
+    return ratio
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [(1024, 1024, 1024), (768, 1536, 1024)])
+def test_reference_timing_agrees_with_torch_utils_benchmark(shape, one_thread):
+    ratio = _within_ten_percent(lambda: _agreement(shape, one_thread))
     assert abs(ratio - 1) <= 0.10, f"reference_time / torch.utils.benchmark = {ratio:.3f} for {shape}"
 
 
 @pytest.mark.slow
 def test_reference_time_op_agrees_with_reference_time(one_thread):
-    fn = lab.make_matmul(128, 512, 512)
-    ratios = []
-    for _ in range(2):
-        ratios.append(time_op(fn, 2, 15) / lab.reference_time(fn, "cpu", 2, 15))
-        if abs(ratios[-1] - 1) <= 0.10:
-            break
-    assert abs(ratios[-1] - 1) <= 0.10, ratios
+    fn = lab.make_matmul(1024, 1024, 1024)
+
+    def measure() -> float:  # alternating single calls, as in _agreement
+        pairs = [(time_op(fn, 0, 1), lab.reference_time(fn, "cpu", 0, 1)) for _ in range(15)]
+        return statistics.median(p[0] for p in pairs) / statistics.median(p[1] for p in pairs)
+
+    ratio = _within_ten_percent(measure)
+    assert abs(ratio - 1) <= 0.10, f"time_op / reference_time = {ratio:.3f}"
 
 
 def test_reference_time_excludes_warmup_and_takes_the_median():

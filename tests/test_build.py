@@ -235,3 +235,12 @@ def test_missing_source_is_skipped_only_when_nothing_was_generated(scratch, caps
     shutil.rmtree(scratch / "source" / "01_shapes")
     err = errors_of(capsys, scratch)
     assert re.search(r"assignments/01_shapes/01_shapes.ipynb: has no source", err)
+
+
+def test_rebuilding_an_unchanged_source_changes_nothing_and_runs_nothing(scratch, capsys):
+    generated = [scratch / kind / "01_shapes" / "01_shapes.ipynb" for kind in ("assignments", "solutions")]
+    before = [(path.read_bytes(), path.stat().st_mtime_ns) for path in generated]
+    assert run_build(scratch, "01_shapes") == 0
+    out = capsys.readouterr().out
+    assert "executing" not in out and out.count("up to date") == 2, out
+    assert [(path.read_bytes(), path.stat().st_mtime_ns) for path in generated] == before

@@ -13,17 +13,9 @@ from grader.reference import benchmark as ref
 from grader.result import Status
 from grader.student import LocalFunction
 
-from conftest import assert_full_marks, assert_zero
+from conftest import assert_zero
 
 A = "05_matmul_benchmark"
-PARTS = ["matmul_flops", "matmul_bytes", "arithmetic_intensity", "time_op", "achieved_flops", "roofline_bound"]
-SEEDS = range(15)
-
-
-@pytest.mark.parametrize("part", PARTS)
-@pytest.mark.parametrize("seed", SEEDS)
-def test_reference_gets_full_marks(grade, part, seed):
-    assert_full_marks(grade(A, part, LocalFunction(getattr(ref, part)), seed))
 
 
 def test_integer_and_float_answers_are_both_accepted(grade):
@@ -109,43 +101,19 @@ def never_sync(fn, warmup, repeat, timer, sync):
     return ref.time_op(fn, warmup, repeat, timer, None)
 
 
-def sync_only_before_end(fn, warmup, repeat, timer, sync):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        start = timer()
-        fn()
-        if sync:
-            sync()
-        times.append(timer() - start)
-    return statistics.median(times)
-
-
-def sync_only_before_start(fn, warmup, repeat, timer, sync):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        if sync:
-            sync()
-        start = timer()
-        fn()
-        times.append(timer() - start)
-    return statistics.median(times)
-
-
-def summarised(summary):
+def timed_runs(summary=statistics.median, sync_before_start: bool = True, sync_before_end: bool = True):
+    """A time_op that runs the warm-up, times each run separately (calling sync only where asked) and
+    returns `summary` of the per-run times."""
     def timing(fn, warmup, repeat, timer, sync):
         for _ in range(warmup):
             fn()
         times = []
         for _ in range(repeat):
-            if sync:
+            if sync and sync_before_start:
                 sync()
             start = timer()
             fn()
-            if sync:
+            if sync and sync_before_end:
                 sync()
             times.append(timer() - start)
         return float(summary(times))
@@ -173,15 +141,15 @@ WRONG_TIMINGS = [
     (no_warmup, ("timing-includes-warmup",), "warm-up"),
     (warmup_timed, ("timing-includes-warmup",), "warm-up"),
     (never_sync, ("timing-without-sync",), "sync()"),
-    (sync_only_before_end, ("timing-without-sync",), "start clock"),
-    (sync_only_before_start, ("timing-without-sync",), "end clock"),
-    (summarised(np.mean), (), "median"),
-    (summarised(min), (), "fastest"),
-    (summarised(max), (), "slowest"),
-    (summarised(sum), (), "total"),
+    (timed_runs(sync_before_start=False), ("timing-without-sync",), "start clock"),
+    (timed_runs(sync_before_end=False), ("timing-without-sync",), "end clock"),
+    (timed_runs(np.mean), (), "median"),
+    (timed_runs(min), (), "fastest"),
+    (timed_runs(max), (), "slowest"),
+    (timed_runs(sum), (), "total"),
     (one_window, (), "median"),
-    (summarised(lambda t: 1e3 * statistics.median(t)), (), "milliseconds"),
-    (summarised(lambda t: -statistics.median(t)), (), "end - start"),
+    (timed_runs(lambda t: 1e3 * statistics.median(t)), (), "milliseconds"),
+    (timed_runs(lambda t: -statistics.median(t)), (), "end - start"),
     (lambda fn, w, r, timer, sync: ref.time_op(fn, 3, 10, timer, sync), (), "use the arguments"),
     (lambda fn, w, r, timer, sync: ref.time_op(fn, w, r - 1, timer, sync), (), "use the arguments"),
     (lambda fn, w, r, timer, sync: ref.time_op(fn, w + 1, r, timer, sync), (), "use the arguments"),
@@ -200,7 +168,7 @@ def test_wrong_timings_score_zero_with_their_code(grade, index, seed):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_one_middle_value_for_an_even_repeat_gets_half(grade, seed):
-    result = grade(A, "time_op", LocalFunction(summarised(lambda t: sorted(t)[len(t) // 2])), seed)
+    result = grade(A, "time_op", LocalFunction(timed_runs(lambda t: sorted(t)[len(t) // 2])), seed)
     assert result.status == Status.PARTIAL and result.score == 1.5 and "two middle values" in result.feedback
 
 
@@ -208,9 +176,9 @@ def test_one_middle_value_for_an_even_repeat_gets_half(grade, seed):
 def test_scenarios_separate_the_right_median_from_each_targeted_mistake(ctx_for, seed):
     """The warm-up, outlier, asynchronous and even-repeat scenarios each expose their mistakes by a wide margin."""
     warm, outlier, asynchronous, even = scenarios(ctx_for(A, "time_op", seed).rng)
-    targeted = [(warm, no_warmup), (warm, warmup_timed), (outlier, summarised(np.mean)), (outlier, summarised(min)),
-                (asynchronous, never_sync), (asynchronous, sync_only_before_end),
-                (asynchronous, sync_only_before_start), (even, summarised(lambda t: sorted(t)[len(t) // 2]))]
+    targeted = [(warm, no_warmup), (warm, warmup_timed), (outlier, timed_runs(np.mean)), (outlier, timed_runs(min)),
+                (asynchronous, never_sync), (asynchronous, timed_runs(sync_before_start=False)),
+                (asynchronous, timed_runs(sync_before_end=False)), (even, timed_runs(lambda t: sorted(t)[len(t) // 2]))]
     for scenario, mistake in targeted:
         right, wrong = scenario.replay(ref.time_op), scenario.replay(mistake)
         assert abs(wrong - right) > 1e-3 * right, (scenario.about, mistake)
@@ -225,27 +193,6 @@ def test_time_op_arguments_are_data(ctx_for):
 
 
 # ------------------------------------------------------------------------------- hostile answers
-
-@pytest.mark.parametrize("part", PARTS)
-def test_hostile_return_values_score_zero(grade, part, hostile_value):
-    _, make = hostile_value
-    assert_zero(grade(A, part, LocalFunction(lambda *args: make())))
-
-
-@pytest.mark.parametrize("part", PARTS)
-def test_stubs_are_reported_as_not_implemented(grade, part):
-    def stub(*args):
-        raise NotImplementedError("Task 5.1: fill in this function")
-    assert_zero(grade(A, part, LocalFunction(stub)), "not-implemented", text="not implemented")
-
-
-@pytest.mark.parametrize("part", PARTS)
-def test_exceptions_are_reported_without_crashing(grade, part):
-    def broken(*args):
-        raise ZeroDivisionError("division by zero")
-    result = grade(A, part, LocalFunction(broken))
-    assert result.status == Status.ERROR and result.score == 0 and "ZeroDivisionError" in result.feedback
-
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), True, "536870912", [1.0]])
 def test_non_numbers_and_non_finite_numbers_score_zero(grade, value):

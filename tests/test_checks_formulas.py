@@ -8,23 +8,22 @@ import numpy as np
 import pytest
 import sympy
 
-from grader.checks import CheckContext, run_check
+from grader.checks import run_check
 from grader.checks.formulas import SYMBOLIC_PARTS
 from grader.course import load_course
 from grader.grading import grade_part
 from grader.result import Status
-from grader.seeding import rng_for
 from grader.student import local_value
+
+from conftest import assert_zero as assert_clear_zero
+from conftest import hostile_formulas, make_ctx
 
 COURSE = load_course()
 
 
 def grade(key: str, answer, seed: int = 0):
     """Grade `answer` (a Python value, passed through the codec as in real grading)."""
-    assignment_id, part_id = key.split(".")
-    part = COURSE.assignment(assignment_id).part(part_id)
-    ctx = CheckContext(assignment_id, part_id, part.points, rng_for("test-secret", f"student-{seed}", key), part.task)
-    return run_check(ctx, local_value(answer))
+    return run_check(make_ctx(*key.split("."), seed=seed), local_value(answer))
 
 
 def assert_full(result):
@@ -33,10 +32,9 @@ def assert_full(result):
 
 
 def assert_zero(result, *codes):
-    assert result.score == 0, result
+    """A clear zero that is a failure, never an error: symbolic answers are only ever parsed."""
+    assert_clear_zero(result, *codes)
     assert result.status == Status.FAILED, result
-    assert result.feedback.strip() and "internal error" not in result.feedback
-    assert set(codes) <= set(result.misconceptions), result
 
 
 def test_every_symbolic_part_of_the_course_is_described():
@@ -173,14 +171,7 @@ def test_unanswered_part_is_reported_as_not_implemented():
 
 
 HOSTILE_ANSWERS = {
-    "import": "__import__('os').system('echo hi')",
-    "class walk": "().__class__.__bases__[0].__subclasses__()",
-    "power tower": "9**9**9",
-    "big exponent": "d_in**10**10",
-    "deep parentheses": "(" * 10_000 + "d_in" + ")" * 10_000,
-    "100 kB": "d_in+" * 20_000 + "d_in",
-    "lambda": "lambda: 1",
-    "f-string": "f'{d_in}'",
+    **hostile_formulas("d_in"),
     "unicode": "d_in\u00d7d_out",
     "empty": "",
     "int": 12,

@@ -11,26 +11,10 @@ from grader.reference import parameters as ref
 from grader.result import Status
 from grader.student import LocalFunction
 
+from conftest import assert_zero
+
 A = "02_parameters"
 FUNCTION_PARTS = ["layer_parameters", "count_parameters", "output_activations", "training_memory_bytes"]
-
-
-def assert_zero(result, *codes, text: str = ""):
-    assert result.score == 0, result.feedback
-    assert result.status in (Status.FAILED, Status.ERROR), result
-    assert "internal error" not in result.feedback and result.feedback.strip()
-    for code in codes:
-        assert code in result.misconceptions, (code, result)
-    if text:
-        assert text.lower() in result.feedback.lower(), result.feedback
-
-
-@pytest.mark.parametrize("part", FUNCTION_PARTS)
-@pytest.mark.parametrize("seed", range(30))
-def test_reference_gets_full_marks(grade, part, seed):
-    result = grade(A, part, LocalFunction(getattr(ref, part)), seed)
-    assert result.status == Status.PASSED and result.score == result.max_score, result.feedback
-    assert result.misconceptions == ()
 
 
 def test_numpy_integers_and_integral_floats_are_accepted(grade):
@@ -144,26 +128,11 @@ def test_a_count_that_is_off_names_the_layer(grade):
 
 
 @pytest.mark.parametrize("part", FUNCTION_PARTS)
-def test_hostile_return_values_score_zero(grade, part, hostile_value):
-    label, make = hostile_value
-    assert_zero(grade(A, part, LocalFunction(lambda *args: make(), part)))
-
-
-@pytest.mark.parametrize("part", FUNCTION_PARTS)
 @pytest.mark.parametrize("value", [True, float("nan"), float("inf"), 2.5, -1, 2**70, [1, [2]], {"total": 1}])
 def test_odd_numbers_score_zero(grade, part, value):
     assert_zero(grade(A, part, LocalFunction(lambda *args: value, part)))
 
 
 @pytest.mark.parametrize("part", FUNCTION_PARTS)
-def test_raising_exiting_and_stub_answers(grade, part):
-    def broken(*args):
-        raise ZeroDivisionError("oops")
-    assert_zero(grade(A, part, LocalFunction(broken, part)), text="ZeroDivisionError: oops")
+def test_system_exit_is_contained(grade, part):
     assert_zero(grade(A, part, LocalFunction(lambda *args: sys.exit(), part)), text="SystemExit")
-
-    def stub(*args):
-        raise NotImplementedError
-    result = grade(A, part, LocalFunction(stub, part))
-    assert result.status == Status.FAILED and result.score == 0
-    assert "not implemented" in result.feedback and result.misconceptions == ("not-implemented",)

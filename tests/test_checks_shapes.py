@@ -12,29 +12,10 @@ from grader.reference import shapes as ref
 from grader.result import Status
 from grader.student import LocalFunction, local_value
 
+from conftest import assert_zero
+
 A = "01_shapes"
 FUNCTION_PARTS = ["layer_shapes", "linear_forward", "relu", "to_torch_linear", "find_mismatch", "collapse_affine"]
-SEEDS = range(30)
-
-
-def assert_zero(result, *codes, text: str = ""):
-    assert result.score == 0, result.feedback
-    assert result.status in (Status.FAILED, Status.ERROR), result
-    assert "internal error" not in result.feedback
-    assert result.feedback.strip()
-    for code in codes:
-        assert code in result.misconceptions, (code, result)
-    if text:
-        assert text.lower() in result.feedback.lower(), result.feedback
-
-
-@pytest.mark.parametrize("part", FUNCTION_PARTS)
-@pytest.mark.parametrize("seed", SEEDS)
-def test_reference_gets_full_marks(grade, part, seed):
-    result = grade(A, part, LocalFunction(getattr(ref, part)), seed)
-    assert result.status == Status.PASSED, result.feedback
-    assert result.score == result.max_score > 0
-    assert result.misconceptions == ()
 
 
 @pytest.mark.parametrize("part, value", [("z2_by_hand", 1.5), ("z2_by_hand", np.float64(1.5)),
@@ -232,12 +213,6 @@ def test_relu_applied_inside_linear_forward_is_called_out(grade):
 
 # ---------------------------------------------------------------------------- hostile answers
 
-@pytest.mark.parametrize("part", FUNCTION_PARTS)
-def test_hostile_return_values_score_zero(grade, part, hostile_value):
-    label, make = hostile_value
-    assert_zero(grade(A, part, LocalFunction(lambda *args: make(), part)))
-
-
 @pytest.mark.parametrize("part", ["z2_by_hand", "x2_for_zero_output"])
 def test_hostile_values_score_zero(grade, part, hostile_value):
     label, make = hostile_value
@@ -274,25 +249,8 @@ def test_nan_weights_in_torch_layer_score_zero(grade):
 
 
 @pytest.mark.parametrize("part", FUNCTION_PARTS)
-def test_raising_student_code_scores_zero_with_the_error(grade, part):
-    def broken(*args):
-        raise ValueError("shapes do not align")
-    assert_zero(grade(A, part, LocalFunction(broken, part)), text="shapes do not align")
-
-
-@pytest.mark.parametrize("part", FUNCTION_PARTS)
 def test_system_exit_is_contained(grade, part):
     assert_zero(grade(A, part, LocalFunction(lambda *args: sys.exit(3), part)), text="SystemExit")
-
-
-@pytest.mark.parametrize("part", FUNCTION_PARTS)
-def test_stub_reports_not_implemented(grade, part):
-    def stub(*args):
-        raise NotImplementedError("TODO")
-    result = grade(A, part, LocalFunction(stub, part))
-    assert result.status == Status.FAILED and result.score == 0
-    assert "not implemented" in result.feedback
-    assert result.misconceptions == ("not-implemented",)
 
 
 def test_lying_layer_like_object_is_not_a_linear(grade):

@@ -7,21 +7,11 @@ import pytest
 import torch
 
 from grader.reference import tensor_parallel as ref
-from grader.result import Status
 from grader.student import LocalFunction
 
-from conftest import assert_full_marks, assert_zero
+from conftest import assert_zero
 
 A = "04_tensor_parallel"
-PARTS = ["split_output_rows", "split_input_columns", "column_parallel_forward", "row_parallel_forward",
-         "communication_elements"]
-SEEDS = range(15)
-
-
-@pytest.mark.parametrize("part", PARTS)
-@pytest.mark.parametrize("seed", SEEDS)
-def test_reference_gets_full_marks(grade, part, seed):
-    assert_full_marks(grade(A, part, LocalFunction(getattr(ref, part)), seed))
 
 
 def test_inputs_differ_between_students(ctx_for):
@@ -122,28 +112,6 @@ def test_wrong_models_score_zero_with_their_code(grade, part, index, seed):
 
 
 # ------------------------------------------------------------------------------- hostile answers
-
-@pytest.mark.parametrize("part", PARTS)
-def test_hostile_return_values_score_zero(grade, part, hostile_value):
-    _, make = hostile_value
-    assert_zero(grade(A, part, LocalFunction(lambda *args: make())))
-
-
-@pytest.mark.parametrize("part", PARTS)
-def test_stubs_are_reported_as_not_implemented(grade, part):
-    def stub(*args):
-        raise NotImplementedError("Task 4.1: fill in this function")
-    result = grade(A, part, LocalFunction(stub))
-    assert_zero(result, "not-implemented", text="not implemented")
-
-
-@pytest.mark.parametrize("part", PARTS)
-def test_exceptions_are_reported_without_crashing(grade, part):
-    def broken(*args):
-        raise IndexError("list index out of range")
-    result = grade(A, part, LocalFunction(broken))
-    assert result.status == Status.ERROR and result.score == 0 and "IndexError" in result.feedback
-
 
 def test_functions_that_modify_their_input_score_zero(grade):
     def column_parallel_in_place(X, shards):

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from grader import symbolic
 from grader.symbolic import ShapeMismatch, SymbolicError, parse_matrix, parse_scalar
 
+from conftest import hostile_formulas
+
 d_in, d_out, d, x = (sympy.Symbol(name, positive=True) for name in ("d_in", "d_out", "d", "x"))
 SCALARS = {"d_in": d_in, "d_out": d_out, "d": d, "x": x}
 B_, IN_, OUT_ = (sympy.Symbol(name, positive=True, integer=True) for name in ("B", "d_in", "d_out"))
@@ -77,17 +79,10 @@ def test_expanded_and_factored_polynomials_agree(a, b, c, shift):
 
 
 HOSTILE_TEXTS = {
-    "import and system call": "__import__('os').system('echo hi')",
+    **hostile_formulas("x"),
     "class walk": "().__class__.__bases__",
-    "subclasses walk": "().__class__.__bases__[0].__subclasses__()",
-    "tower of powers": "9**9**9",
-    "huge exponent": "x**10**10",
     "huge power of a number": "2**10**10",
     "nested exponents": "((x**16)**16)**16",
-    "10,000 nested parentheses": "(" * 10_000 + "x" + ")" * 10_000,
-    "100 kB string": "x+" * 50_000 + "x",
-    "lambda": "lambda: x",
-    "f-string": "f'{x}'",
     "f-string with call": "f'{__import__(\"os\").system(\"echo hi\")}'",
     "attribute": "x.real",
     "dunder attribute": "x.__class__",

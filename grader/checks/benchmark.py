@@ -46,7 +46,7 @@ def layers_in_bytes(rng):
         yield (batch, d_in, d_out, size), f"For B = {batch}, d_in = {d_in}, d_out = {d_out} and {size} bytes per element"
 
 
-# Errors in student code reach run_check (status error); every argument here is a number.
+# Errors in student code reach run_check (status error); no argument here is an array to mutate.
 NUMBER_CALLS = CallWording(raised=None)
 LAYER_ARGUMENTS = ("batch", "d_in", "d_out")
 BYTES_ARGUMENTS = LAYER_ARGUMENTS + ("bytes_per_element",)

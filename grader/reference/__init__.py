@@ -7,6 +7,7 @@ One submodule per topic; the checks compare student answers against these functi
 - `gradients`: the backward pass of a dense layer and numerical gradients (assignment 03)
 - `tensor_parallel`: splitting a dense layer across devices (assignment 04)
 - `benchmark`: FLOPs, bytes, timing and the roofline (assignment 05)
+- `validation`: the input validators they share (`positive_int`, `float_array`, ...)
 
 Weights always use PyTorch's (out, in) orientation: Z = X @ W.T + b.
 """

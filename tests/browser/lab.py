@@ -202,11 +202,12 @@ class NotebookTab:
     - path: the notebook's file on disk (what the server saves to)
     - run_timeout_s: bound for one run command (kernel start plus all cells it runs)
     - ui_timeout_s: bound for loading, saving and each element awaited
+    - deadline: time.monotonic() after which every wait on this tab gives up at once
     """
 
-    def __init__(self, page, path: Path, run_timeout_s: float, ui_timeout_s: float):
+    def __init__(self, page, path: Path, run_timeout_s: float, ui_timeout_s: float, deadline: float):
         self.page, self.path = page, Path(path)
-        self.run_timeout_s, self.ui_timeout_s = run_timeout_s, ui_timeout_s
+        self.run_timeout_s, self.ui_timeout_s, self.deadline = run_timeout_s, ui_timeout_s, deadline
         page.set_default_timeout(ui_timeout_s * 1000)
         self.cells = page.locator(".jp-Notebook .jp-Cell")
 
@@ -219,9 +220,10 @@ class NotebookTab:
 
         Raises LabTimeout naming `what` and the last state, or at once when a dialog opens.
         """
-        deadline = time.monotonic() + timeout_s
+        limit = max(0.0, min(timeout_s, self.deadline - time.monotonic()))
+        deadline = time.monotonic() + limit
         streak, state = 0, None
-        while time.monotonic() < deadline:
+        while state is None or time.monotonic() < deadline:
             state = self.state()
             if state["dialog"]:
                 raise LabTimeout(f"a JupyterLab dialog opened while waiting for {what}: {state['dialog']!r}")
@@ -229,7 +231,8 @@ class NotebookTab:
             if streak >= stable_polls:
                 return state
             time.sleep(POLL_S)
-        raise LabTimeout(f"timed out after {timeout_s:.0f} s waiting for {what} ({self.path.name}); "
+        budget = "" if limit >= timeout_s else "; the time allowed for this notebook ran out"
+        raise LabTimeout(f"timed out after {limit:.0f} s waiting for {what} ({self.path.name}{budget}); "
                          f"page state: {state}")
 
     def open(self, url: str) -> None:
