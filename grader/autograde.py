@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 RESULTS_FILE = "results.json"
@@ -147,7 +147,6 @@ class Outcome:
     result: dict          # SubmissionResult.to_dict() (+ digest); from results.json when skipped
     graded: bool          # False when the previous result was still valid
     seconds: float = 0.0
-    misconceptions: list[str] = field(default_factory=list)
 
 
 class FailedResult:
@@ -290,8 +289,7 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
                 feedback.write(paths["results"], json.dumps(data, indent=1, default=str) + "\n")
                 feedback.write(paths["feedback"], feedback.render(course, result, course_dir))
                 _copy_for_formgrader(job, paths)
-                codes = sorted({c for p in result.parts for c in p.misconceptions})
-                outcomes.append(Outcome(job, data, graded=True, seconds=seconds, misconceptions=codes))
+                outcomes.append(Outcome(job, data, graded=True, seconds=seconds))
                 bar.advance(f"{job.student}/{job.assignment}")
 
             def grade_one(job: Job):

@@ -2,7 +2,9 @@
 
 The assignment is recognised from the notebook's answer cells (their nbgrader grade_ids) or its
 file name, unless --assignment names it. Exit status 0 whenever grading happened, whatever the
-score; 2 with a one-line message when the input cannot be graded at all.
+score; 1 when the notebook was read but could not be graded (e.g. it holds another assignment's
+cells); 2 with a one-line message when the input is unusable (missing, not a notebook, unknown
+assignment).
 """
 
 from __future__ import annotations
@@ -85,6 +87,9 @@ def run(args) -> int:
                                                     "max_score", "parts", "error")}, indent=1))
     else:
         print(report(course, result, public))
+    if result.error:
+        print(f"check: {result.error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -168,3 +168,13 @@ def test_sigkill_halfway_then_rerun_loses_and_duplicates_nothing(demo_run, tmp_p
     zed = db_dump(copy, ["zed"])[0]  # the malformed notebook: a recorded zero with the reason
     assert all(auto in (0.0, None) for _, auto, *_ in zed["grades"])
     assert all("could not be graded" in text and "invalid JSON" in text for _, text, _ in zed["comments"])
+
+
+def test_check_of_another_assignments_notebook_says_so(demo_run):
+    directory, _ = demo_run
+    notebook = directory / "submitted" / "ada" / "02_parameters" / "02_parameters.ipynb"
+    checked = python("-m", "grader", "check", str(notebook), "--assignment", "01_shapes", "--course", str(directory),
+                     timeout=120)
+    assert checked.returncode == 1
+    assert "none of the answer cells of assignment 01_shapes" in checked.stderr
+    assert "public self-check inputs" in checked.stdout

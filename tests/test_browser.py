@@ -155,18 +155,19 @@ def stderr_problems(notebook: dict) -> list[str]:
 
 
 def run_like_a_student(tab: NotebookTab) -> dict:
-    """Run All Cells, then after each failing cell Run Selected Cell and All Below from the next one.
+    """Run All Cells; while a failing cell stopped the run, Run Selected Cell and All Below from the
+    first code cell that has not run yet (twice at most for the same cell).
 
-    Returns the saved notebook once every code cell has run (or no run made progress).
+    Returns the saved notebook once every code cell has run, or when no run made progress.
     """
     notebook = tab.run_all()
-    for _ in range(len(code_cells(notebook))):
-        errors = cells_with_errors(notebook)
-        if not errors or not [index for index in never_ran(notebook) if index > errors[-1]]:
+    tries: dict[int, int] = {}
+    while never_ran(notebook):
+        first = never_ran(notebook)[0]
+        tries[first] = tries.get(first, 0) + 1
+        if tries[first] > 2:
             break
-        notebook = tab.run_from(errors[-1] + 1)
-        if cells_with_errors(notebook)[-1:] == errors[-1:] and never_ran(notebook):
-            break
+        notebook = tab.run_from(first)
     return notebook
 
 

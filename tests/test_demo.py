@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from grader.demo_class import CLASS
 from test_autograde import demo_run, pytestmark  # noqa: F401  (the shared session fixture and marks)
 

@@ -144,7 +144,8 @@ def check_split_output_rows(answer, ctx):
         values = " with different values" if got_b is not None and got_b.shape == want.shape else ""
         raise WrongAnswer(f"With d_out = {W.shape[0]} and n = {n}, b_{rank} should be the {want.size} biases of rank "
                           f"{rank}'s output units (shape {want.shape}); yours is {describe(got_b)}{values}.")
-    return ctx.passed("Correct: contiguous blocks of output rows, with the matching biases.")
+    return ctx.passed("Correct: contiguous blocks of output rows, with the matching biases. "
+                      + confirm_on_processes(answer, ctx, "column"))
 
 
 @check(ASSIGNMENT, "split_input_columns")
@@ -154,7 +155,38 @@ def check_split_input_columns(answer, ctx):
                          "weight blocks")
         blocks = [as_array(W_i, f"W_{rank}") for rank, W_i in enumerate(got)]
         check_blocks(blocks, W, n, 1, "split_input_columns", "W_{rank} (the weights of rank {rank})")
-    return ctx.passed("Correct: contiguous blocks of input columns, like numpy.array_split.")
+    return ctx.passed("Correct: contiguous blocks of input columns, like numpy.array_split. "
+                      + confirm_on_processes(answer, ctx, "row"))
+
+
+PROCESS_WORLD_SIZES = (2, 3)
+PROCESS_TIMEOUT_S = 30
+
+
+def confirm_on_processes(answer, ctx, kind: str) -> str:
+    """Run the student's split on real gloo processes (world sizes 2 and 3, uneven widths).
+
+    The student's shards arrive as data; the trusted process starts the ranks, combines them with
+    the real collective and compares forward and all three gradients with the unsplit layer.
+    Returns a sentence for the feedback, or raises WrongAnswer with the code of the wrong model.
+    """
+    from grader.distributed import verify_split_on_processes
+
+    summaries = []
+    for n in PROCESS_WORLD_SIZES:
+        d_out, d_in = (uneven_size(ctx.rng, n), 5) if kind == "column" else (5, uneven_size(ctx.rng, n))
+        X, W, b = random_matrix(ctx.rng, 4, d_in), random_matrix(ctx.rng, d_out, d_in), random_matrix(ctx.rng, 1, d_out)[0]
+        args, names = ((W, b, n), ("W", "b", "n")) if kind == "column" else ((W, n), ("W", "n"))
+        shards = call_student(answer, args, names, SPLIT_CALLS)
+        run = verify_split_on_processes(kind, shards, X, W, b, n, timeout=PROCESS_TIMEOUT_S)
+        if run.infrastructure_error:
+            return f"(The run on real processes could not start here: {run.infrastructure_error[:200]})"
+        if not run.ok:
+            raise WrongAnswer(f"On {n} real processes: {run.feedback}", *run.misconceptions)
+        summaries.append(f"{n} ranks with d = {d_out if kind == 'column' else d_in}")
+    collective = "all-gather" if kind == "column" else "all-reduce"
+    return (f"Run on real gloo processes ({'; '.join(summaries)}), combined with {collective}, your shards "
+            f"reproduce the layer's output and all three gradients.")
 
 
 def forward_cases(rng, split: str):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 POLL_S = 0.5
 
-# What the open notebook shows: cells, kernel activity, cells still queued, an open dialog.
+# What the open notebook shows: cells, the active one, kernel activity, cells still queued, a dialog.
 PAGE_STATE_JS = """() => {
   const prompts = [...document.querySelectorAll('.jp-Notebook .jp-Cell .jp-InputPrompt')]
     .map(prompt => prompt.textContent.trim());
@@ -27,8 +27,10 @@ PAGE_STATE_JS = """() => {
   const dialog = document.querySelector('.jp-Dialog');
   const kernel = [...document.querySelectorAll('.jp-StatusBar-TextItem')]
     .map(item => item.textContent).find(text => text.includes('|')) || '';
+  const cells = [...document.querySelectorAll('.jp-Notebook .jp-Cell')];
   return {
-    cells: document.querySelectorAll('.jp-Notebook .jp-Cell').length,
+    cells: cells.length,
+    active: cells.findIndex(cell => cell.classList.contains('jp-mod-active')),
     queued: prompts.filter(text => text.includes('*')).length,
     status: indicator ? indicator.dataset.status : null,
     kernel: kernel.trim(),
@@ -249,25 +251,38 @@ class NotebookTab:
         return self._run("runmenu:run-all", "Run All Cells")
 
     def run_from(self, cell_index: int) -> dict:
-        """Select cell `cell_index`, then Run > Run Selected Cell and All Below; like run_all."""
+        """Click cell `cell_index`, then Run > Run Selected Cell and All Below; like run_all."""
+        return self._run("notebook:run-all-below", f"Run Selected Cell and All Below (from cell {cell_index})",
+                         cell_index)
+
+    def select(self, cell_index: int) -> None:
+        """Click the prompt area of cell `cell_index` and wait until it is the active cell."""
         cell = self.cells.nth(cell_index)
         cell.scroll_into_view_if_needed()
         cell.locator(".jp-InputPrompt").first.click()
-        self.page.wait_for_function("cell => cell.classList.contains('jp-mod-active')", arg=cell.element_handle(),
-                                    timeout=self.ui_timeout_s * 1000)
-        return self._run("notebook:run-all-below", f"Run Selected Cell and All Below (from cell {cell_index})")
+        self.wait_for(lambda s: s["active"] == cell_index, f"cell {cell_index} to be selected",
+                      self.ui_timeout_s, stable_polls=2)
 
-    def _run(self, command: str, label: str) -> dict:
-        self.page.evaluate(WATCH_RUN_JS)
-        self.menu("Run", command)
+    def _run(self, command: str, label: str, from_cell: int | None = None) -> dict:
+        for _ in range(3):
+            if from_cell is not None:
+                self.select(from_cell)
+            self.page.evaluate(WATCH_RUN_JS)
+            self.open_menu("Run")
+            if from_cell is None or self.state()["active"] == from_cell:
+                break
+            self.page.keyboard.press("Escape")
+        else:
+            raise LabTimeout(f"cell {from_cell} did not stay selected long enough to run it ({self.path.name})")
+        self.page.locator(f'.lm-Menu-item[data-command="{command}"]').click()
         self.wait_for(lambda s: s["sawRun"] and s["queued"] == 0 and s["status"] == "idle",
                       f"'{label}' to finish", self.run_timeout_s, stable_polls=3)
         return self.save()
 
-    def menu(self, menu: str, command: str) -> None:
-        """Click `menu` in the menu bar, then its item bound to `command`."""
+    def open_menu(self, menu: str) -> None:
+        """Click `menu` in the menu bar and wait for it to open."""
         self.page.locator(".lm-MenuBar").get_by_role("menuitem", name=menu, exact=True).click()
-        self.page.locator(f'.lm-Menu-item[data-command="{command}"]').click()
+        self.page.locator(".lm-Menu").first.wait_for(state="visible")
 
     def save(self) -> dict:
         """Save with the toolbar button; wait for the file on disk; return it as a dict."""
