@@ -225,6 +225,11 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
     stream = sys.stderr if progress_stream is None else progress_stream
     jobs = find_submissions(course, course_dir, assignment_ids, students,
                             warn=lambda message: print(message, file=stream))
+    for assignment_id in sorted({job.assignment for job in jobs}):
+        assignment = course.assignment(assignment_id)
+        if not (course.root / "source" / assignment_id / assignment.notebook).is_file():
+            raise AutogradeError(f"source/{assignment_id}/{assignment.notebook} is missing from {course.root}: "
+                                 "grading needs the instructor's notebook (nothing was graded)")
     if secret is None:
         secret = grading_secret(course.secret_env)
         if secret == PUBLIC_SECRET:

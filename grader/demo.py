@@ -189,6 +189,7 @@ def gradebook_intact(course, directory: Path, outcomes) -> tuple[bool, str]:
 def report(course, directory: Path, outcomes, rows, elapsed: float, intact: bool, integrity_note: str) -> str:
     from grader.autograde import format_table
     from grader.demo_class import CLASS
+    from grader.feedback import redact
     from grader.misconceptions import MISCONCEPTIONS
     out = [format_table(["student", "what they handed in", "auto score", "misconceptions named", "verdict"],
                         rows, max_width=64), ""]
@@ -210,7 +211,7 @@ def report(course, directory: Path, outcomes, rows, elapsed: float, intact: bool
         task = course.assignment(assignment_id).part(part["id"]).task
         out.append(f"  {student.id} - task {task} `{part['id']}` ({part['status']}, "
                    f"{part['score']:g}/{part['max_score']:g}):")
-        out += textwrap.wrap(" ".join(part["feedback"].split()), 96, initial_indent="      ",
+        out += textwrap.wrap(" ".join(redact(part["feedback"]).split()), 96, initial_indent="      ",
                              subsequent_indent="      ")
         for code in part.get("misconceptions", []):
             out += textwrap.wrap(f"{code}: {MISCONCEPTIONS.get(code, '')}", 96, initial_indent="      > ",

@@ -37,11 +37,12 @@ pre { background: #f6f8fa; padding: .6rem; border-radius: 6px; overflow-x: auto;
 def redact(text: str, extra_paths: tuple[str, ...] = ()) -> str:
     """`text` without hidden regions or file paths of the grader, the course or the interpreter."""
     text = MARKER_LINE.sub("", HIDDEN_REGION.sub("[hidden]", text or ""))
+    text = re.sub(r"(/[^\s\"'<>]*)?/(grader|site-packages|dist-packages)/[^\s\"'<>,)]*", "…", text)
     paths = sorted({GRADER_DIR, sys.prefix, sys.base_prefix, *extra_paths}, key=len, reverse=True)
     for path in paths:
         if path and len(path) > 1:
             text = text.replace(path, "…")
-    return re.sub(r"(/[^\s\"'<>]*)?/(grader|site-packages|dist-packages)/[^\s\"'<>,)]*", "…", text)
+    return text
 
 
 def render(course, result, course_dir: str | os.PathLike | None = None) -> str:

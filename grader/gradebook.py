@@ -248,16 +248,20 @@ def _set(row, **values) -> None:
 # --- one submission ---------------------------------------------------------------------------
 
 def part_comment(part_result, error: str | None = None, answer: str | None = None) -> str | None:
-    """The comment a grader sees next to one answer: status, score, feedback and misconceptions."""
+    """The comment next to one answer: status, score, feedback and misconceptions (redacted, as
+    `nbgrader generate_feedback` shows comments to students)."""
+    from grader.feedback import redact
     from grader.misconceptions import MISCONCEPTIONS
     lines = []
     if error:
-        lines.append(f"This submission could not be graded: {error}")
+        lines.append(f"This submission could not be graded: {redact(error)}")
+    if part_result is None:
+        return "\n".join(lines) or None
     if part_result.status == "manual":
         if answer is not None and answer.strip() in ("", "YOUR ANSWER HERE"):
             lines.append("No response.")
         return "\n".join(lines) or None
-    lines.append(f"[{part_result.status}] {part_result.score:g}/{part_result.max_score:g}: {part_result.feedback}")
+    lines.append(f"[{part_result.status}] {part_result.score:g}/{part_result.max_score:g}: {redact(part_result.feedback)}")
     for code in part_result.misconceptions:
         lines.append(f"Misconception {code}: {MISCONCEPTIONS.get(code, '')}".rstrip(": "))
     return "\n".join(lines)
@@ -328,7 +332,7 @@ def record_submission(gradebook, course, result, *, timestamp=None, changed: boo
             if part is not None and part.id in by_part:
                 text = part_comment(by_part[part.id], result.error, answers.get(part.id))
             elif result.error:
-                text = f"This submission could not be graded: {result.error}"
+                text = part_comment(None, result.error)
             if comment.auto_comment != text:
                 comment.auto_comment = text
         db.commit()

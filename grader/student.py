@@ -48,7 +48,7 @@ class NotDefined(StudentError):
 def short_traceback(error: BaseException, limit: int = 3) -> str:
     """The last frames of a student's traceback, without grader frames."""
     frames = [frame for frame in traceback.extract_tb(error.__traceback__)
-              if "grader" not in frame.filename.replace("\\", "/").split("/")[-2:-1]]
+              if "grader" not in frame.filename.replace("\\", "/").split("/")[:-1]]
     return "".join(traceback.format_list(frames[-limit:]))[:2000]
 
 

@@ -61,3 +61,16 @@ def test_feedback_files_of_a_graded_class_reveal_nothing_hidden(tmp_path):
             assert forbidden not in text, (page, forbidden)
     cy = (course_dir / "feedback" / "cy" / "01_shapes" / "01_shapes.html").read_text()
     assert "missing-bias" in cy and "X @ W.T  # WRONG" in cy and "Automatic score" in cy
+
+
+def test_gradebook_comments_are_redacted_too():
+    from grader.gradebook import part_comment
+    result = PartResult("relu", 0.0, 1.0, Status.FAILED,
+                        f'your code raised OSError File "{GRADER_DIR}/sandbox/zygote.py", line 3', ("missing-bias",))
+    comment = part_comment(result, error=f"see {GRADER_DIR}/x.py")
+    assert GRADER_DIR not in comment and "zygote" not in comment
+    assert comment.startswith("This submission could not be graded") and "[failed] 0/1" in comment
+    assert "Misconception missing-bias: The bias b must be added to every output." in comment
+    manual = PartResult("why", 0.0, 1.0, Status.MANUAL, "graded by your instructor")
+    assert part_comment(manual, answer="YOUR ANSWER HERE") == "No response."
+    assert part_comment(manual, answer="Because ReLU clips negatives.") is None

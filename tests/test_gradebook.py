@@ -314,6 +314,14 @@ def test_unknown_folder_and_missing_notebook_are_reported(tmp_path):
     assert dee.result["score"] == 0 and dee.result["error"]
 
 
+def test_missing_source_notebook_stops_before_grading_anyone(tmp_path):
+    course_dir = make_course(tmp_path / "course", assignments=("01_shapes",))
+    (course_dir / "source" / "01_shapes" / "01_shapes.ipynb").unlink()
+    with pytest.raises(ag.AutogradeError, match="source/01_shapes/01_shapes.ipynb is missing"):
+        run_fake(course_dir)
+    assert not (course_dir / "gradebook.db").exists()
+
+
 def test_unknown_assignment_argument_is_a_clear_error(tmp_path):
     from grader.course import CourseError
     course_dir = make_course(tmp_path / "course", assignments=("01_shapes",))

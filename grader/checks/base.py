@@ -9,6 +9,7 @@ check into a recorded result, so grading never crashes.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -67,6 +68,13 @@ class CheckContext:
         return PartResult(self.part, 0.0, self.max_score, status, feedback, misconceptions)
 
 
+def not_implemented_feedback(task: str, stub_message: str) -> str:
+    """'Task 1.4 is not implemented yet: <what the stub asks for>' without repeating the task number."""
+    detail = re.sub(r"^\s*Task\s+[\d.]+\s*:\s*", "", stub_message or "").strip().rstrip(".")
+    name = f"Task {task}" if task else "This task"
+    return f"{name} is not implemented yet: {detail or 'the stub still raises NotImplementedError'}."
+
+
 def run_check(ctx: CheckContext, answer) -> PartResult:
     """Grade one part; always returns a result, whatever the answer or the check does."""
     key = f"{ctx.assignment}.{ctx.part}"
@@ -82,9 +90,7 @@ def run_check(ctx: CheckContext, answer) -> PartResult:
         return ctx.partial(wrong.fraction, wrong.feedback, *wrong.misconceptions)
     except StudentRaised as raised:
         if raised.not_implemented:
-            task = f"{ctx.task} " if ctx.task else ""
-            return ctx.result(Status.FAILED, f"Task {task}is not implemented yet: {raised.message or 'the stub still raises NotImplementedError'}.",
-                              "not-implemented")
+            return ctx.result(Status.FAILED, not_implemented_feedback(ctx.task, raised.message), "not-implemented")
         return ctx.result(Status.ERROR, f"Your code raised an error while being graded: {raised.reason}")
     except StudentTimeout as timeout:
         return ctx.result(Status.TIMEOUT, f"Your code did not finish in time: {timeout.reason}")
