@@ -70,7 +70,7 @@ class CheckContext:
 
 def not_implemented_feedback(task: str, stub_message: str) -> str:
     """'Task 1.4 is not implemented yet: <what the stub asks for>' without repeating the task number."""
-    detail = re.sub(r"^\s*Task\s+[\d.]+\s*:\s*", "", stub_message or "").strip().rstrip(".")
+    detail = re.sub(r"^\s*Task\s+[\d.]+\s*:?\s*", "", stub_message or "").strip().rstrip(".")
     name = f"Task {task}" if task else "This task"
     return f"{name} is not implemented yet: {detail or 'the stub still raises NotImplementedError'}."
 
