@@ -10,6 +10,9 @@ notebook for formgrader, and feedback/<student>/<assignment>/<notebook>.html.
 A rerun re-grades a submission only when its notebook changed, the course secret changed, its
 results are missing from the gradebook or results.json, or --force is given; a run killed halfway
 loses and duplicates nothing.
+
+With --dask ADDRESS the same loop hands submissions to the workers of a Dask cluster instead of
+local threads; grader/dask_executor.py explains what the driver accepts from them.
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ def add_arguments(parser):
                         help="course directory holding course.yml and submitted/ (default: the current "
                              "directory when it has course.yml, else this repository)")
     parser.add_argument("--force", action="store_true", help="re-grade every submission, changed or not")
+    parser.add_argument("--dask", default=None, metavar="ADDRESS",
+                        help="grade on the workers of this Dask scheduler (e.g. tcp://10.0.0.5:8786); "
+                             "gradebook writes stay here (see grader/dask_executor.py)")
 
 
 def run(args) -> int:
@@ -55,7 +61,8 @@ def run(args) -> int:
         if args.workers is not None and args.workers < 1:
             raise CourseError(f"--workers must be at least 1, got {args.workers}")
         outcomes = autograde(course, course_dir, db_url=args.db, assignment_ids=args.assignments or None,
-                             students=args.student or None, workers=args.workers, force=args.force)
+                             students=args.student or None, workers=args.workers, force=args.force,
+                             dask=args.dask)
     except (CourseError, GradebookError, AutogradeError, FileNotFoundError) as error:
         print(f"autograde: {error}", file=sys.stderr)
         return 2
@@ -212,11 +219,13 @@ def still_valid(previous: dict | None, job: Job, stored: dict | None, fingerprin
 
 def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment_ids=None, students=None,
               workers: int | None = None, force: bool = False, secret: str | None = None, grade=None,
-              progress_stream=None, sandbox_factory=None) -> list[Outcome]:
+              progress_stream=None, sandbox_factory=None, dask: str | None = None) -> list[Outcome]:
     """Grade every matching submission into the gradebook; returns one Outcome per submission.
 
     `grade(course, assignment_id, path, student, secret, sandbox) -> SubmissionResult` defaults to
     grader.submission.grade_submission; `sandbox_factory(limits)` to grader.sandbox.Sandbox.
+    `dask`: a Dask scheduler address; its workers then run grade_submission (grade and
+    sandbox_factory are not used) and this thread validates and writes their results.
     """
     from grader import feedback, gradebook as gb_module
     from grader.seeding import PUBLIC_SECRET, grading_secret
@@ -248,8 +257,8 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
     previous_by_job = {job: read_previous(output_paths(course_dir, job, course)["results"]) for job in jobs}
     fingerprint = secret_fingerprint(secret)
     starter = None
-    if force or any(previous_by_job[job] is None or previous_by_job[job].get("digest") != job.digest
-                    or previous_by_job[job].get("secret") != fingerprint for job in jobs):
+    if dask is None and (force or any(previous_by_job[job] is None or previous_by_job[job].get("digest") != job.digest
+                    or previous_by_job[job].get("secret") != fingerprint for job in jobs)):
         starter = _SandboxStarter(sandbox_factory, course.limits)
     outcomes: list[Outcome] = []
     try:
@@ -269,13 +278,21 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
                 print(f"autograde: all {len(jobs)} submissions are already graded (use --force to re-grade)",
                       file=stream)
                 return _ordered(outcomes, jobs)
-            starter = starter or _SandboxStarter(sandbox_factory, course.limits)
-            try:
-                sandbox = starter.get()
-            except Exception as error:  # the sandbox's own error types, whatever they are
-                raise AutogradeError(f"the sandbox for student code could not start: {error}") from error
-            for warning in getattr(sandbox, "warnings", []) or []:
-                print(f"autograde: warning: {warning}", file=stream)
+            if dask is None:
+                starter = starter or _SandboxStarter(sandbox_factory, course.limits)
+                try:
+                    sandbox = starter.get()
+                except Exception as error:  # the sandbox's own error types, whatever they are
+                    raise AutogradeError(f"the sandbox for student code could not start: {error}") from error
+                for warning in getattr(sandbox, "warnings", []) or []:
+                    print(f"autograde: warning: {warning}", file=stream)
+            else:
+                from grader.dask_executor import DaskGrading, RemoteGradingError, grade_on_worker
+                try:
+                    remote = DaskGrading(dask, course, secret)
+                except RemoteGradingError as error:
+                    raise AutogradeError(str(error)) from None
+                print(f"autograde: grading on the Dask cluster at {dask}", file=stream)
             bar = Progress(len(todo), stream)
 
             def save(job: Job, result, seconds: float) -> None:
@@ -306,20 +323,55 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
                                           f"the grader failed on this notebook ({type(error).__name__}: {error})")
                 return result, time.perf_counter() - start
 
+            if dask is None:
+                pool, window = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grade"), 2 * workers
+
+                def start(job: Job):
+                    return pool.submit(grade_one, job)
+
+                def finish(job: Job, future):
+                    return future.result()
+            else:
+                pool, window = remote.executor(), remote.window
+
+                def start(job: Job):
+                    return pool.submit(grade_on_worker, remote.task(job))
+
+                def finish(job: Job, future):
+                    try:
+                        return remote.receive(job, future.result())
+                    except Exception as error:  # a lost cluster, a refusing or misbehaving worker
+                        raise AutogradeError(f"grading {job.student}/{job.assignment} on the cluster failed "
+                                             f"({type(error).__name__}: {error}); every result so far is "
+                                             "saved, rerun to finish") from None
+
             order = {job: index for index, job in enumerate(todo)}
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grade") as pool:
-                pending = {pool.submit(grade_one, job): job for job in todo}
-                try:
-                    while pending:
-                        done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                        for future in sorted(done, key=lambda f: order[pending[f]]):
-                            job = pending.pop(future)
-                            result, seconds = future.result()
-                            save(job, result, seconds)  # the only place that writes: this thread
-                except BaseException:
-                    for future in pending:
-                        future.cancel()
-                    raise
+            queue, pending = iter(todo), {}
+
+            def top_up() -> None:
+                for job in queue:
+                    pending[start(job)] = job
+                    if len(pending) >= window:
+                        return
+
+            try:
+                with pool:
+                    try:
+                        top_up()
+                        while pending:
+                            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                            for future in sorted(done, key=lambda f: order[pending[f]]):
+                                job = pending.pop(future)
+                                result, seconds = finish(job, future)
+                                save(job, result, seconds)  # the only place that writes: this thread
+                            top_up()
+                    except BaseException:
+                        for future in pending:
+                            future.cancel()
+                        raise
+            finally:
+                if dask is not None:
+                    remote.close()
             bar.finish()
         finally:
             gradebook.close()

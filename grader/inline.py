@@ -15,8 +15,11 @@ from grader.seeding import grading_secret
 from grader.student import LocalFunction, NotDefined, local_value
 
 
-def assert_part(key: str, answer, student: str = "self-check"):
-    """Grade `answer` for part `key` ("assignment.part"); raise AssertionError unless full marks."""
+def assert_part(key: str, answer, student: str = "self-check") -> None:
+    """Grade `answer` for part `key` ("assignment.part"); raise AssertionError unless full marks.
+
+    Returns None, so that the hidden-test cell has no output for nbgrader to convert.
+    """
     assignment_id, _, part_id = key.partition(".")
     course = load_course()
     assignment = course.assignment(assignment_id)
@@ -32,4 +35,3 @@ def assert_part(key: str, answer, student: str = "self-check"):
     print(f"{part.id}: {result.score:g}/{result.max_score:g} ({result.status}) {result.feedback}")
     if result.score < result.max_score:
         raise AssertionError(result.feedback)
-    return result

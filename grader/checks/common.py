@@ -197,3 +197,11 @@ def distinct_sizes(rng: np.random.Generator, count: int, low: int = 2, high: int
         if int(size) not in sizes:
             sizes.append(int(size))
     return sizes[:count]
+
+
+def reject_unanswered(answer, variable: str, ctx) -> None:
+    """A value part still holding the released `None`: a clear 'not answered yet' zero."""
+    if answer is None:
+        task = f"Task {ctx.task}" if ctx.task else "This task"
+        raise WrongAnswer(f"{task} is not answered yet: `{variable}` is still None. Set it to your answer.",
+                          "not-implemented")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from grader.checks.base import WrongAnswer, check
-from grader.checks.common import call_student, call_text, compare_array, distinct_sizes, first_difference, show_args
+from grader.checks.common import (call_student, call_text, compare_array, distinct_sizes, first_difference,
+                                  reject_unanswered, show_args)
 from grader.checks.values import as_array, as_float, as_int, as_shape, close, describe
 from grader.codec import LinearData, TensorData
 from grader.reference import shapes as ref
@@ -101,6 +102,7 @@ Z2_SLIPS = {
 
 @check("01_shapes", "z2_by_hand")
 def check_z2_by_hand(answer, ctx):
+    reject_unanswered(answer, "z2_by_hand", ctx)
     expected = float(ref.linear_forward(RUNNING_X, RUNNING_W, RUNNING_B)[1])
     if type(answer) in (list, tuple) and len(answer) == 3 or type(answer) is np.ndarray and answer.size == 3:
         raise WrongAnswer("z2_by_hand should be one number, the second pre-activation z_2, not the whole vector.")
@@ -344,6 +346,7 @@ X2_SLIPS = {
 
 @check("01_shapes", "x2_for_zero_output")
 def check_x2_for_zero_output(answer, ctx):
+    reject_unanswered(answer, "x2_zero", ctx)
     value = as_float(answer, "x2_zero")
     x2 = 4.0
     y1 = ref.linear_forward(np.array([1.0, value, 2.0]), SEED_004_W, SEED_004_B)[0]
