@@ -110,9 +110,11 @@ def main(argv=None) -> int:
     except ImportError:
         print("scale: needs dask and distributed (pip install 'layers-course-grader[dask]')", file=sys.stderr)
         return 2
-    os.environ.setdefault("LAYERS_GRADER_SECRET", BENCH_SECRET)
-    if os.environ["LAYERS_GRADER_SECRET"] != BENCH_SECRET:
-        print("scale: LAYERS_GRADER_SECRET must be unset or equal the benchmark's own secret", file=sys.stderr)
+    from grader.course import load_course
+    secret_env = load_course().secret_env
+    os.environ.setdefault(secret_env, BENCH_SECRET)  # local workers inherit it; remote ones need it set
+    if os.environ[secret_env] != BENCH_SECRET:
+        print(f"scale: {secret_env} must be unset or {BENCH_SECRET!r} (here and on the workers)", file=sys.stderr)
         return 2
     root = Path(args.dir).resolve() if args.dir else Path(tempfile.mkdtemp(prefix="layers-scale-"))
     root.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,9 @@ student code is not trusted and runs only inside the sandbox, in a private netwo
 when the worker runs as root, so it can reach neither the scheduler nor other workers. The
 driver's checks catch a misconfigured or out-of-date worker, not a compromised one.
 
+A worker started by a Dask nanny is a daemonic process; its first task makes it an ordinary one
+so that the tensor-parallel checks can start their gloo rank processes there.
+
 Each worker process holds one long-lived `Sandbox`, started lazily on its first task by a
 dedicated thread that lives as long as the sandbox (the warm interpreter dies with its starting
 thread) and closed when the worker shuts down.
@@ -45,7 +48,7 @@ from pathlib import Path
 PROTOCOL = 1
 RETRIES = 2
 WORKER_WAIT_S = 60
-CONNECT_TIMEOUT_S = "30s"
+CONNECT_TIMEOUT_S = 30
 PLUGIN_NAME = "layers-grader-sandbox"
 MAX_TEXT_CHARS = 1 << 20
 MAX_REPLY_CHARS = 64 << 20
@@ -135,6 +138,16 @@ def _worker_course(course_yml: str, assignment, source_name: str, source: bytes)
         return _courses[key]
 
 
+def allow_child_processes() -> None:
+    """Let this worker start processes: a Dask nanny starts workers as daemonic processes, which
+    multiprocessing forbids to have children, and the tensor-parallel checks start gloo ranks
+    (with their own deadline, so none outlives its check)."""
+    import multiprocessing
+    process = multiprocessing.current_process()
+    if process.daemon:
+        process.daemon = False
+
+
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -154,6 +167,7 @@ def grade_on_worker(task: dict) -> str:
         reply["refused"] = ("its grader code or libraries differ from the driver's: "
                             + (_differences(task.get("environment") or {}, mine) or "protocol version"))
         return json.dumps(reply)
+    allow_child_processes()
     start = time.perf_counter()
     workspace = Path(tempfile.mkdtemp(prefix="grader-submission-"))
     try:
@@ -288,7 +302,8 @@ class DaskGrading:
     grading.close()
     """
 
-    def __init__(self, address: str, course, secret: str, worker_wait_s: float = WORKER_WAIT_S):
+    def __init__(self, address: str, course, secret: str, worker_wait_s: float = WORKER_WAIT_S,
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S):
         try:
             from distributed import Client
         except ImportError:
@@ -301,7 +316,7 @@ class DaskGrading:
         self.course_yml = course.path.read_text(encoding="utf-8")
         self._sources: dict[str, bytes] = {}
         try:
-            self.client = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+            self.client = Client(address, timeout=connect_timeout_s, set_as_default=False)
         except OSError as error:
             raise RemoteGradingError(f"cannot reach the Dask scheduler at {address}: {error}") from None
         try:
