@@ -100,7 +100,8 @@ def main(argv=None) -> int:
                         help="an existing Dask scheduler (default: start a local cluster)")
     parser.add_argument("--workers", type=int, default=2, metavar="W", help="local cluster workers (default 2)")
     parser.add_argument("--threads", type=int, default=1, metavar="T", help="threads per local worker (default 1)")
-    parser.add_argument("--dir", default=None, metavar="DIR", help="where to build the courses (default: a temp folder)")
+    parser.add_argument("--dir", default=None, metavar="DIR",
+                        help="where to build the courses (default: a temp folder)")
     args = parser.parse_args(argv)
     counts = args.submissions or [10, 100]
     if any(n < 1 for n in counts) or args.workers < 1 or args.threads < 1:
@@ -121,7 +122,8 @@ def main(argv=None) -> int:
     cluster = None
     if args.dask is None:
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=args.threads, processes=True,
-                               host="127.0.0.1", dashboard_address=None)
+                               host="127.0.0.1", dashboard_address=None,
+                               scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
     address = args.dask or cluster.scheduler_address
     rows = []
     try:

@@ -257,8 +257,9 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
     previous_by_job = {job: read_previous(output_paths(course_dir, job, course)["results"]) for job in jobs}
     fingerprint = secret_fingerprint(secret)
     starter = None
-    if dask is None and (force or any(previous_by_job[job] is None or previous_by_job[job].get("digest") != job.digest
-                    or previous_by_job[job].get("secret") != fingerprint for job in jobs)):
+    if dask is None and (force or any(
+            previous_by_job[job] is None or previous_by_job[job].get("digest") != job.digest
+            or previous_by_job[job].get("secret") != fingerprint for job in jobs)):
         starter = _SandboxStarter(sandbox_factory, course.limits)
     outcomes: list[Outcome] = []
     try:

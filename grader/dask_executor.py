@@ -63,13 +63,13 @@ class RemoteGradingError(RuntimeError):
 
 @functools.lru_cache(maxsize=1)
 def environment_fingerprint() -> dict[str, str]:
-    """{"grader": digest of the grader package's source, "python": "3.11", package: version...}."""
+    """{"grader": digest of the grader's and layerlab's source, "python": "3.11", package: version...}."""
     import sys
     from importlib.metadata import PackageNotFoundError, version
-    package = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted([*(root / "grader").rglob("*.py"), *(root / "layerlab").rglob("*.py")]):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     found = {"grader": digest.hexdigest()[:16], "python": f"{sys.version_info.major}.{sys.version_info.minor}"}
     for name in VERSIONED_PACKAGES:
         try:
@@ -255,8 +255,9 @@ def result_from_wire(data, course, assignment_id: str, student: str, notebook_pa
                                  f"not {student!r}/{assignment_id!r}")
     assignment = course.assignment(assignment_id)
     raw_parts = data.get("parts")
-    if type(raw_parts) is not list or [type(p) is dict and p.get("id") for p in raw_parts] != [p.id for p in assignment.parts]:
-        raise RemoteGradingError(f"the result's parts are not exactly {[p.id for p in assignment.parts]} in order")
+    expected_ids = [part.id for part in assignment.parts]
+    if type(raw_parts) is not list or [type(p) is dict and p.get("id") for p in raw_parts] != expected_ids:
+        raise RemoteGradingError(f"the result's parts are not exactly {expected_ids} in order")
     parts = []
     for part, raw in zip(assignment.parts, raw_parts):
         where = f"part {part.id}"
@@ -285,9 +286,9 @@ def result_from_wire(data, course, assignment_id: str, student: str, notebook_pa
     answers = data.get("answers")
     if type(answers) is not dict or not set(answers) <= {p.id for p in assignment.parts}:
         raise RemoteGradingError("the answers are not a mapping from part ids to text")
+    answers = {key: _text(value, f"the answer to {key}", MAX_REPLY_CHARS) for key, value in answers.items()}
     return SubmissionResult(notebook_path, assignment_id, student, parts, error,
-                            [_text(w, "a warning") for w in warnings],
-                            {key: _text(value, f"the answer to {key}", MAX_REPLY_CHARS) for key, value in answers.items()})
+                            [_text(warning, "a warning") for warning in warnings], answers)
 
 
 # --- the driver side ------------------------------------------------------------------------------
@@ -338,7 +339,8 @@ class DaskGrading:
         from grader.submission import MAX_NOTEBOOK_BYTES
         assignment = self.course.assignment(job.assignment)
         if job.assignment not in self._sources:
-            self._sources[job.assignment] = (self.course.root / "source" / job.assignment / assignment.notebook).read_bytes()
+            source = self.course.root / "source" / job.assignment / assignment.notebook
+            self._sources[job.assignment] = source.read_bytes()
         notebook, size = None, 0
         try:
             size = job.path.stat().st_size
@@ -361,7 +363,8 @@ class DaskGrading:
             if type(data) is not dict:
                 raise ValueError("not a JSON object")
         except ValueError as error:
-            raise RemoteGradingError(f"a worker's reply for {job.student}/{job.assignment} is unusable: {error}") from None
+            raise RemoteGradingError(f"a worker's reply for {job.student}/{job.assignment} is unusable: "
+                                     f"{error}") from None
         worker = str(data.get("worker", "an unknown worker"))[:200]
         where = f"worker {worker} grading {job.student}/{job.assignment}"
         if data.get("protocol") != PROTOCOL:

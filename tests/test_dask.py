@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 SECRET = "dask-test-secret"
 STUDENTS = ("ada", "sam", "tia", "max", "x-allclose", "x-exit", "x-steal", "x-gradebook")
 ASSIGNMENT = "01_shapes"
+LOOPBACK_HTTP = {"dashboard_address": "127.0.0.1:0"}  # the scheduler's /health page; no dashboard
 PARALLEL = ("04_tensor_parallel", ("ada", "rio"))  # its checks start gloo processes on the worker
 
 try:
@@ -206,7 +207,8 @@ def results_files(course_dir: Path) -> dict[str, dict]:
     found = {}
     for path in sorted(course_dir.glob("autograded/*/*/results.json")):
         data = json.loads(path.read_text())
-        found[f"{path.parent.parent.name}/{path.parent.name}"] = {key: data[key] for key in ("score", "parts", "error", "notebook")}
+        key = f"{path.parent.parent.name}/{path.parent.name}"
+        found[key] = {field: data[field] for field in ("score", "parts", "error", "notebook")}
     return found
 
 
@@ -229,7 +231,7 @@ def cluster():
     os.environ["LAYERS_GRADER_SECRET"] = SECRET  # inherited by the worker processes
     try:
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                          dashboard_address=None) as local_cluster:
+                          dashboard_address=None, scheduler_kwargs=LOOPBACK_HTTP) as local_cluster:
             yield local_cluster
     finally:
         if saved is None:

@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -160,6 +161,29 @@ def test_student_cannot_read_course_sources_reference_or_grader(session, course)
         assert read[str(path)] in ("", "FileNotFoundError"), f"student code read {path}"
     assert all(not listing for listing in session.value("listed").values())
     assert session.value("imported") is False
+
+
+@needs_root
+def test_student_sees_no_other_files_on_the_machine(session, tmp_path_factory):
+    decoy_folder = Path(tempfile.mkdtemp(prefix="another-course-", dir="/var/tmp"))
+    try:
+        decoy = decoy_folder / "source.ipynb"
+        decoy.write_text("instructor notes")
+        decoy.chmod(0o644)
+        decoy_folder.chmod(0o755)
+        probe = ("import os\nseen = {}\nfor p in %r:\n    try:\n        seen[p] = open(p).read()\n"
+                 "    except OSError as e:\n        seen[p] = type(e).__name__\n"
+                 "top = sorted(os.listdir('/'))\n")
+        places = [str(decoy), "/work/main/source/01_shapes/01_shapes.ipynb", "/etc/hostname"]
+        assert run(session, probe % places).ok
+        seen = session.value("seen")
+        assert seen[str(decoy)] == "FileNotFoundError"
+        assert seen["/work/main/source/01_shapes/01_shapes.ipynb"] == "FileNotFoundError"
+        assert set(session.value("top")) <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc",
+                                              "sbin", "tmp", "usr", "var", "root", "work", "home", "opt", "srv"}
+        assert "sys" not in session.value("top")
+    finally:
+        shutil.rmtree(decoy_folder, ignore_errors=True)
 
 
 @needs_root

@@ -33,6 +33,9 @@ PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
 
 SCRATCH_MOUNTS = {"/tmp": "mode=1777", "/var/tmp": "mode=1777", "/dev/shm": "mode=1777"}
+SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+DEVICES = ("null", "zero", "full", "random", "urandom")
+PRIVATE_ROOT = "/tmp/root"
 KERNEL_TREES = ("/proc", "/sys", "/dev")
 WORKDIR = "/tmp/work"
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -142,6 +145,52 @@ def expose(paths) -> None:
             os.close(fd)
 
 
+def enter_private_root(paths, scratch_mb: int) -> None:
+    """Chroot into a fresh tmpfs that holds only what Python needs: the system trees, the Python
+    installation and `paths` (the environment, `layerlab`), all read-only, plus an empty /tmp
+    and the harmless devices. Nothing else on the machine (the course, other checkouts, other
+    students' files) exists for the student. Runs as root in a private mount namespace."""
+    links, handles = {}, {}
+    for tree in SYSTEM_TREES:
+        if os.path.islink(tree):
+            links[tree] = os.readlink(tree)
+        elif os.path.isdir(tree):
+            handles[tree] = os.open(tree, os.O_PATH | os.O_DIRECTORY)
+    for path in paths:
+        real = os.path.realpath(path)
+        if os.path.isdir(real) and not any(_under(real, kept) for kept in SYSTEM_TREES):
+            handles.setdefault(real, os.open(real, os.O_PATH | os.O_DIRECTORY))
+    try:
+        mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=755")
+        os.mkdir(PRIVATE_ROOT, 0o755)
+        for folder, mode in (("tmp", 0o1777), ("var/tmp", 0o1777), ("dev", 0o755), ("proc", 0o555)):
+            os.makedirs(os.path.join(PRIVATE_ROOT, folder), exist_ok=True)
+            os.chmod(os.path.join(PRIVATE_ROOT, folder), mode)
+        for tree, target in links.items():
+            os.symlink(target, PRIVATE_ROOT + tree)
+        bound: list[str] = []
+        for path in sorted(handles, key=len):
+            if any(_under(path, outer) for outer in bound):
+                continue
+            destination = PRIVATE_ROOT + path
+            os.makedirs(destination, mode=0o755, exist_ok=True)
+            mount(f"/proc/self/fd/{handles[path]}", destination, None, MS_BIND | MS_REC)
+            mount(None, destination, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+            bound.append(path)
+        for device in DEVICES:
+            node = os.path.join(PRIVATE_ROOT, "dev", device)
+            os.close(os.open(node, os.O_CREAT | os.O_WRONLY, 0o666))
+            mount(f"/dev/{device}", node, None, MS_BIND)
+        shm = os.path.join(PRIVATE_ROOT, "dev", "shm")
+        os.mkdir(shm)
+        mount("tmpfs", shm, "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=1777")
+    finally:
+        for handle in handles.values():
+            os.close(handle)
+    os.chroot(PRIVATE_ROOT)
+    os.chdir("/")
+
+
 def private_proc() -> bool:
     """Mount a procfs showing only the student's own processes (hidepid=invisible).
 
@@ -189,6 +238,25 @@ def set_limits(config: dict) -> None:
         resource.setrlimit(which, (value, value))
 
 
+def hide_and_protect(config: dict) -> None:
+    """Without a separate user a chroot could be escaped, so instead: fresh scratch folders,
+    the course hidden under empty mounts, and every other mount remounted read-only."""
+    for target, options in SCRATCH_MOUNTS.items():
+        if os.path.isdir(target):
+            mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={config['scratch_mb']}m,{options}")
+    staging = "/tmp/.hidden"
+    os.mkdir(staging, 0o700)
+    empty_file = os.path.join(staging, "empty")
+    os.close(os.open(empty_file, os.O_CREAT | os.O_WRONLY, 0o444))
+    for path in config["hide"]:
+        hide(path, empty_file)
+    os.unlink(empty_file)
+    os.rmdir(staging)
+    refused = make_filesystem_read_only(tuple(SCRATCH_MOUNTS))
+    if refused:
+        raise OSError(f"could not make {', '.join(refused[:5])} read-only")
+
+
 def enter(config: dict) -> list[str]:
     """Wall off this (freshly forked) process as `config` asks; return what was unavailable."""
     missing = []
@@ -210,34 +278,23 @@ def enter(config: dict) -> list[str]:
         except OSError as error:
             missing.append(f"no private mount/network namespaces ({error.strerror}): student code can "
                            "reach the network and read every file its user can read")
+    drop = config["isolate"] and root and config.get("uid") is not None
     if namespaces:
         try:
             mount(None, "/", None, MS_REC | MS_PRIVATE)
-            for target, options in SCRATCH_MOUNTS.items():
-                if os.path.isdir(target):
-                    mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV,
-                          f"size={config['scratch_mb']}m,{options}")
-            staging = "/tmp/.hidden"
-            os.mkdir(staging, 0o700)
-            empty_file = os.path.join(staging, "empty")
-            os.close(os.open(empty_file, os.O_CREAT | os.O_WRONLY, 0o444))
-            for path in config["hide"]:
-                hide(path, empty_file)
-            os.unlink(empty_file)
-            os.rmdir(staging)
-            if config["isolate"] and root and config.get("uid") is not None:
-                expose(config.get("expose", ()))
+            if drop:
+                enter_private_root(config.get("expose", ()), config["scratch_mb"])
                 if not private_proc():
                     missing.append("could not mount a private /proc (needs Linux 5.8 or newer): student code "
                                    "can list every process on the machine")
-            refused = make_filesystem_read_only(tuple(SCRATCH_MOUNTS))
-            if refused:
-                missing.append(f"could not make {', '.join(refused[:5])} read-only for student code")
+            else:
+                hide_and_protect(config)
+                missing.append("student code keeps the grader's user, so it sees the whole file system "
+                               "(read-only, with the course hidden) instead of a private root")
             os.mkdir(WORKDIR, 0o700)
             workdir = WORKDIR
         except OSError as error:
             raise IsolationError(f"could not prepare the private file system: {error}") from None
-    drop = config["isolate"] and root and config.get("uid") is not None
     if config["isolate"] and not root:
         missing.append("not running as root: student code runs as the grader's own user (it can "
                        "signal the grader's processes and read its files), and fork bombs are not capped")
@@ -249,6 +306,8 @@ def enter(config: dict) -> list[str]:
             os.setresgid(config["gid"], config["gid"], config["gid"])
             os.setresuid(config["uid"], config["uid"], config["uid"])
         except OSError as error:
+            if namespaces:  # root inside a chroot could leave it: refuse rather than run weaker
+                raise IsolationError(f"could not switch to the sandbox user ({error.strerror})") from None
             missing.append(f"could not switch student code to a separate user ({error.strerror}): it runs "
                            "as the grader's user, and its leftover processes are found only by process group")
         else:

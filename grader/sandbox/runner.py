@@ -42,6 +42,10 @@ HELLO_TIMEOUT_S = 30
 MAX_RESTARTS = 8
 PYTHON_PATHS = sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                        os.path.dirname(os.path.realpath(sys.executable))})
+# What a student process sees besides the system trees: Python, its packages and layerlab.
+VISIBLE_TO_STUDENTS = sorted(set(PYTHON_PATHS) | {str(PACKAGE_ROOT.parent / "layerlab")} | {
+    path for path in sys.path
+    if path and os.path.isdir(path) and not Path(path).resolve().is_relative_to(PACKAGE_ROOT.parent)})
 KEEP_VISIBLE = {".venv", "venv", "layerlab"}
 SIGNAL_HINTS = {signal.SIGKILL: " (often: the memory limit was exceeded or too many processes were started)",
                 signal.SIGXCPU: " (the CPU-time limit was exceeded)",
@@ -336,7 +340,7 @@ class Session:
                 "memory_bytes": int(self.limits.memory_mb) * 2**20,
                 "cpu_seconds": int(self.limits.notebook_timeout_s * cpus + 10),
                 "file_bytes": 64 * 2**20, "nproc": 64 + 8 * cpus, "scratch_mb": 256,
-                "fallback_workdir": self.workdir, "expose": PYTHON_PATHS}
+                "fallback_workdir": self.workdir, "expose": VISIBLE_TO_STUDENTS}
 
     def _spawn(self) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
