@@ -226,6 +226,10 @@ class SandboxCleanup(WorkerPlugin):
         close_worker_sandboxes()
 
 
+def _has_cleanup_plugin(dask_scheduler) -> bool:
+    return PLUGIN_NAME in dask_scheduler.worker_plugins
+
+
 # --- the wire format ------------------------------------------------------------------------------
 
 def result_to_wire(result) -> dict:
@@ -322,7 +326,8 @@ class DaskGrading:
             raise RemoteGradingError(f"cannot reach the Dask scheduler at {address}: {error}") from None
         try:
             self.client.wait_for_workers(1, timeout=worker_wait_s)
-            self.client.register_plugin(SandboxCleanup(), name=PLUGIN_NAME)
+            if not self.client.run_on_scheduler(_has_cleanup_plugin):  # re-registering would close sandboxes
+                self.client.register_plugin(SandboxCleanup(), name=PLUGIN_NAME)
             threads = sum(self.client.nthreads().values())
         except Exception as error:
             self.client.close()

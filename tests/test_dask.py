@@ -33,6 +33,7 @@ try:
     import distributed
 except ImportError:
     distributed = None
+pytestmark = pytest.mark.xdist_group("dask")  # one xdist worker keeps the module's cluster and reference
 needs_dask = pytest.mark.skipif(distributed is None, reason="dask and distributed are not installed "
                                 "(pip install 'layers-course-grader[dask]')")
 needs_course = pytest.mark.skipif(not (REPO / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").is_file(),
@@ -41,7 +42,7 @@ needs_course = pytest.mark.skipif(not (REPO / "source" / ASSIGNMENT / f"{ASSIGNM
 
 def on_cluster(test):
     """Marks for a test that grades on a LocalCluster."""
-    for mark in (needs_dask, needs_course, pytest.mark.slow, pytest.mark.xdist_group("dask")):
+    for mark in (needs_dask, needs_course, pytest.mark.slow):
         test = mark(test)
     return test
 
