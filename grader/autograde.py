@@ -27,6 +27,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.course import add_course_option, load_course_dir
+
 RESULTS_FILE = "results.json"
 RESULTS_VERSION = 1
 
@@ -44,9 +46,7 @@ def add_arguments(parser):
                         help="submissions graded in parallel (default: course.yml limits.workers)")
     parser.add_argument("--db", default=None, metavar="URL",
                         help="gradebook SQLAlchemy URL (default: sqlite:///gradebook.db in the course dir)")
-    parser.add_argument("--course", default=None, metavar="DIR",
-                        help="course directory holding course.yml and submitted/ (default: the current "
-                             "directory when it has course.yml, else this repository)")
+    add_course_option(parser, holds="course.yml and submitted/")
     parser.add_argument("--force", action="store_true", help="re-grade every submission, changed or not")
     parser.add_argument("--dask", default=None, metavar="ADDRESS",
                         help="grade on the workers of this Dask scheduler (e.g. tcp://10.0.0.5:8786); "
@@ -75,17 +75,6 @@ def run(args) -> int:
     for warning in list(warnings)[:10]:
         print(f"autograde: warning: {warning}", file=sys.stderr)
     return 0
-
-
-def load_course_dir(directory: str | Path | None):
-    """(Course, course directory) for --course DIR, the current directory or this repository."""
-    from grader.course import DEFAULT_COURSE_FILE, CourseError, load_course
-    if directory is None:
-        directory = Path.cwd() if (Path.cwd() / "course.yml").is_file() else DEFAULT_COURSE_FILE.parent
-    directory = Path(directory).resolve()
-    if not (directory / "course.yml").is_file():
-        raise CourseError(f"{directory} has no course.yml; pass the course directory with --course")
-    return load_course(directory / "course.yml"), directory
 
 
 # --- finding submissions ---------------------------------------------------------------------

@@ -195,3 +195,20 @@ def _part(reader: _Reader, raw, where: str, task: str) -> Part:
     if not all(type(s) is str for s in seeds):
         reader.fail(f"{where}.seeds", f"expected a list of strings, got {seeds!r}")
     return Part(part_id, kind, float(points), name, tuple(exercises), tuple(seeds), task)
+
+
+def add_course_option(parser, holds: str = "course.yml") -> None:
+    """The `--course DIR` option shared by the commands that work on a course directory."""
+    parser.add_argument("--course", default=None, metavar="DIR",
+                        help=f"course directory holding {holds} (default: the current directory when it "
+                             "has course.yml, else this repository)")
+
+
+def load_course_dir(directory: str | Path | None) -> tuple[Course, Path]:
+    """(Course, course directory) for --course DIR, the current directory or this repository."""
+    if directory is None:
+        directory = Path.cwd() if (Path.cwd() / "course.yml").is_file() else DEFAULT_COURSE_FILE.parent
+    directory = Path(directory).resolve()
+    if not (directory / "course.yml").is_file():
+        raise CourseError(f"{directory} has no course.yml; pass the course directory with --course")
+    return load_course(directory / "course.yml"), directory

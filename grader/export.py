@@ -12,14 +12,14 @@ import csv
 import sys
 from pathlib import Path
 
+from grader.course import add_course_option, load_course_dir
+
 
 def add_arguments(parser):
     parser.add_argument("--csv", required=True, metavar="FILE", help="CSV file to write ('-' for stdout)")
     parser.add_argument("--db", default=None, metavar="URL",
                         help="gradebook SQLAlchemy URL (default: sqlite:///gradebook.db in the course dir)")
-    parser.add_argument("--course", default=None, metavar="DIR",
-                        help="course directory holding course.yml (default: the current directory when "
-                             "it has one, else this repository)")
+    add_course_option(parser)
 
 
 def rows(table) -> tuple[list[str], list[list]]:
@@ -51,7 +51,6 @@ def _number(value: float) -> str:
 
 
 def run(args) -> int:
-    from grader.autograde import load_course_dir
     from grader.course import CourseError
     from grader.gradebook import GradebookError, default_db_url, open_gradebook, score_table
     try:

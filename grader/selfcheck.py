@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from grader.course import add_course_option, load_course_dir
+
 
 def add_arguments(parser):
     parser.add_argument("notebook", metavar="NOTEBOOK", help="the filled-in notebook (.ipynb)")
@@ -20,9 +22,7 @@ def add_arguments(parser):
                         help="student id the randomized inputs are drawn for (default: self-check)")
     parser.add_argument("--assignment", default=None, metavar="ID",
                         help="assignment id (default: recognised from the notebook)")
-    parser.add_argument("--course", default=None, metavar="DIR",
-                        help="course directory holding course.yml (default: the current directory when "
-                             "it has one, else this repository)")
+    add_course_option(parser)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -63,7 +63,6 @@ def detect_assignment(course, notebook_path: Path) -> str:
 
 
 def run(args) -> int:
-    from grader.autograde import load_course_dir
     from grader.course import CourseError
     try:
         course, _ = load_course_dir(args.course)
