@@ -202,7 +202,6 @@ def roofline_plot(records, peak_flops: float, bandwidth: float, ax=None, title: 
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 5))
     intensities = np.array([r["intensity"] for r in records])
-    achieved = np.array([r["achieved"] for r in records])
     ridge = peak_flops / bandwidth
     grid = np.logspace(np.log10(min(intensities.min(), ridge) / 2), np.log10(max(intensities.max(), ridge) * 2), 200)
     ax.plot(grid, np.minimum(peak_flops, bandwidth * grid), color="#444444", linewidth=2, label="measured ceilings")

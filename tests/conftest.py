@@ -19,6 +19,18 @@ from grader.seeding import rng_for
 TEST_SECRET = "test-secret"
 
 
+def gradebook_dump(course_dir) -> list[dict]:
+    """The normalized contents of a course directory's default gradebook (see grader.gradebook.dump)."""
+    from grader import gradebook
+
+    course = load_course(course_dir / "course.yml")
+    book = gradebook.open_gradebook(gradebook.default_db_url(course_dir), course.course_id)
+    try:
+        return gradebook.dump(book)
+    finally:
+        book.close()
+
+
 def make_ctx(assignment: str, part: str, seed: int | str = 0) -> CheckContext:
     """A context for `assignment.part` whose rng is that of student `student-{seed}`."""
     course_part = load_course().assignment(assignment).part(part)

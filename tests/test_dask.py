@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import gradebook_dump
 
-from grader import gradebook as gbm
 from grader.autograde import AutogradeError, autograde, secret_fingerprint
 from grader.course import load_course
 from grader.dask_executor import (PROTOCOL, DaskGrading, RemoteGradingError, environment_fingerprint,
@@ -195,15 +195,6 @@ def fresh_copy(source: Path, target: Path) -> tuple[object, Path]:
     return load_course(target / "course.yml"), target
 
 
-def db_dump(course_dir: Path) -> list[dict]:
-    course = load_course(course_dir / "course.yml")
-    gradebook = gbm.open_gradebook(gbm.default_db_url(course_dir), course.course_id)
-    try:
-        return gbm.dump(gradebook)
-    finally:
-        gradebook.close()
-
-
 def results_files(course_dir: Path) -> dict[str, dict]:
     found = {}
     for path in sorted(course_dir.glob("autograded/*/*/results.json")):
@@ -221,7 +212,7 @@ def local_reference(class_course, tmp_path_factory):
     assert all(o.graded for o in outcomes) and len(outcomes) == len(STUDENTS) + len(PARALLEL[1])
     results = results_files(directory)
     assert all(p["status"] != "error" for p in results[f"ada/{PARALLEL[0]}"]["parts"])
-    return db_dump(directory), results_files(directory), directory
+    return gradebook_dump(directory), results_files(directory), directory
 
 
 @pytest.fixture(scope="module")
@@ -253,7 +244,7 @@ def test_cluster_grades_exactly_like_the_local_pool(cluster, class_course, local
     outcomes = autograde(course, directory, secret=SECRET, dask=cluster.scheduler_address,
                          progress_stream=open(os.devnull, "w"))
     assert len(outcomes) == len(STUDENTS) + len(PARALLEL[1]) and all(o.graded for o in outcomes)
-    assert db_dump(directory) == reference_dump
+    assert gradebook_dump(directory) == reference_dump
     assert comparable(results_files(directory), directory) == comparable(reference_results, reference_dir)
     ada = (directory / "feedback" / "ada" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
     assert "grader-course-" not in ada and "grader-submission-" not in ada
@@ -295,7 +286,7 @@ def test_worker_killed_mid_run_loses_no_submission(cluster, class_course, local_
     assert killed is not None, "the run ended before a worker could be killed mid-task"
     outcomes = finished["outcomes"]
     assert len(outcomes) == len(STUDENTS) + len(PARALLEL[1]) and all(o.graded for o in outcomes)
-    assert db_dump(directory) == reference_dump
+    assert gradebook_dump(directory) == reference_dump
 
 
 @on_cluster
@@ -304,4 +295,4 @@ def test_worker_with_another_secret_stops_the_run_before_writing(cluster, class_
     with pytest.raises(AutogradeError, match="different course secret: set LAYERS_GRADER_SECRET"):
         autograde(course, directory, students=["ada"], secret="not the workers' secret",
                   dask=cluster.scheduler_address, progress_stream=open(os.devnull, "w"))
-    assert db_dump(directory) == [] and not list(directory.glob("autograded/*/*/results.json"))
+    assert gradebook_dump(directory) == [] and not list(directory.glob("autograded/*/*/results.json"))

@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import gradebook_dump
 
 from grader import autograde as ag
 from grader import export, gradebook as gbm
@@ -155,15 +156,6 @@ def run_fake(course_dir: Path, grader=None, **kwargs):
     return outcomes, grader
 
 
-def db_dump(course_dir: Path):
-    course = load_course(course_dir / "course.yml")
-    gradebook = gbm.open_gradebook(gbm.default_db_url(course_dir), course.course_id)
-    try:
-        return gbm.dump(gradebook)
-    finally:
-        gradebook.close()
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     course_dir = make_course(tmp_path_factory.mktemp("course"))
@@ -195,7 +187,7 @@ def test_one_grade_cell_per_part_with_points_and_solution_cells(graded):
 def test_scores_manual_flags_and_comments_match_results(graded):
     course_dir, outcomes, _ = graded
     assert len(outcomes) == 6 and all(o.graded for o in outcomes)
-    dump = {(row["student"], row["assignment"]): row for row in db_dump(course_dir)}
+    dump = {(row["student"], row["assignment"]): row for row in gradebook_dump(course_dir)}
     assert len(dump) == 6
     course = load_course(course_dir / "course.yml")
     for outcome in outcomes:
@@ -219,13 +211,13 @@ def test_scores_manual_flags_and_comments_match_results(graded):
 
 def test_rerun_is_idempotent_and_skips_unchanged(graded):
     course_dir, _, _ = graded
-    before = db_dump(course_dir)
+    before = gradebook_dump(course_dir)
     outcomes, grader = run_fake(course_dir)
     assert grader.calls == [] and not any(o.graded for o in outcomes)
-    assert db_dump(course_dir) == before
+    assert gradebook_dump(course_dir) == before
     outcomes, grader = run_fake(course_dir, force=True)
     assert len(grader.calls) == 6
-    assert db_dump(course_dir) == before
+    assert gradebook_dump(course_dir) == before
 
 
 def test_a_new_secret_regrades_everything(tmp_path):
@@ -253,11 +245,11 @@ def test_interrupted_run_then_rerun_equals_one_clean_run(graded, tmp_path):
     course_dir = make_course(tmp_path / "course")
     with pytest.raises(KeyboardInterrupt):
         run_fake(course_dir, FakeGrader(interrupt_after=2), workers=1)
-    partial = db_dump(course_dir)
+    partial = gradebook_dump(course_dir)
     assert 1 <= len(partial) <= 3
     outcomes, grader = run_fake(course_dir)
     assert len(grader.calls) == 6 - len(partial)  # nothing graded twice, nothing lost
-    assert db_dump(course_dir) == db_dump(clean_dir)
+    assert gradebook_dump(course_dir) == gradebook_dump(clean_dir)
 
 
 def test_results_missing_from_gradebook_are_regraded(graded, tmp_path):
@@ -277,7 +269,7 @@ def test_manual_score_is_kept_and_changed_notebook_is_flagged(tmp_path):
         grade.manual_score, grade.needs_manual_grade = 1.0, False
         gradebook.db.commit()
     run_fake(course_dir, force=True)
-    row = next(r for r in db_dump(course_dir) if r["student"] == "ada")
+    row = next(r for r in gradebook_dump(course_dir) if r["student"] == "ada")
     assert ("relu_zero_reason", None, 1.0, None, False) in row["grades"]
     path = course_dir / "submitted" / "ada" / "01_shapes" / "01_shapes.ipynb"
     data = json.loads(path.read_text())
@@ -285,7 +277,7 @@ def test_manual_score_is_kept_and_changed_notebook_is_flagged(tmp_path):
     write_json(path, data)
     outcomes, grader = run_fake(course_dir)
     assert grader.calls == [("ada", "01_shapes")]
-    row = next(r for r in db_dump(course_dir) if r["student"] == "ada")
+    row = next(r for r in gradebook_dump(course_dir) if r["student"] == "ada")
     assert ("relu_zero_reason", None, 1.0, None, True) in row["grades"]
 
 
@@ -296,7 +288,7 @@ def test_malformed_notebook_is_a_recorded_zero_and_the_batch_goes_on(tmp_path):
     assert len(outcomes) == 3
     bob = next(o for o in outcomes if o.job.student == "bob")
     assert bob.result["score"] == 0 and "JSONDecodeError" in bob.result["error"]
-    row = next(r for r in db_dump(course_dir) if r["student"] == "bob")
+    row = next(r for r in gradebook_dump(course_dir) if r["student"] == "bob")
     assert all(auto in (0.0, None) for _, auto, *_ in row["grades"])
     assert all("could not be graded" in (text or "") for _, text, _ in row["comments"])
     ada = next(o for o in outcomes if o.job.student == "ada")
@@ -339,7 +331,7 @@ def test_export_csv_matches_gradebook(graded, tmp_path):
     with out.open() as handle:
         table = list(csv.DictReader(handle))
     assert [row["student"] for row in table] == ["ada", "bob", "cy"]
-    dump = db_dump(course_dir)
+    dump = gradebook_dump(course_dir)
     course = load_course(course_dir / "course.yml")
     for row in dump:
         line = next(r for r in table if r["student"] == row["student"])

@@ -274,7 +274,6 @@ def _limit(key: str):
 
 def grade_scalar(key: str, answer, ctx):
     """Judge a scalar formula: equivalent to the expected one, a known wrong model, or wrong."""
-    import sympy
     from grader import symbolic
 
     spec = SYMBOLIC_PARTS[key]
