@@ -102,7 +102,7 @@ def test_reference_time_excludes_warmup_and_takes_the_median():
 
     seconds = lab.reference_time(fn, "cpu", warmup=2, repeat=3)
     assert len(calls) == 5
-    assert 0.0015 < seconds < 0.02  # the 50 ms warm-up calls are not in the median
+    assert 0.0015 < seconds < 0.045  # the 50 ms warm-up calls are not in the median
 
 
 def test_ceilings_are_positive_and_finite():

@@ -196,7 +196,7 @@ def test_hostile_answers_score_zero_with_a_reason(key, label):
         answer = (i for i in range(3))
     start = time.perf_counter()
     result = grade(key, answer)
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 5.0  # milliseconds normally; room for a loaded machine
     assert_zero(result)
     assert len(result.feedback) > 20
 
