@@ -27,4 +27,4 @@ check-build: setup
 	$(BIN)/python -m grader build --check
 
 lab: setup
-	$(BIN)/jupyter lab
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/jupyter lab $$([ "$$(id -u)" = 0 ] && echo --allow-root)
