@@ -109,42 +109,6 @@ def hide(path: str, empty_file: str) -> None:
         mount(None, real, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
-def _closed_ancestor(path: str) -> str | None:
-    """The topmost folder on the way to `path` that other users cannot enter, if any."""
-    current = "/"
-    for part in [piece for piece in path.split("/") if piece]:
-        current = os.path.join(current, part)
-        try:
-            if not os.stat(current).st_mode & 0o001:
-                return current
-        except OSError:
-            return None
-    return None
-
-
-def expose(paths) -> None:
-    """Make `paths` (the Python installation) reachable for another user, even when it lives
-    in a closed folder such as /root: cover the closed folder with an empty tmpfs, then bind
-    the paths back at their usual places. Only this namespace sees the change."""
-    items = []
-    for path in paths:
-        real = os.path.realpath(path)
-        blocker = _closed_ancestor(real) if os.path.isdir(real) else None
-        if blocker is not None:
-            items.append((real, os.open(real, os.O_PATH | os.O_DIRECTORY), blocker))
-    try:
-        for blocker in sorted({blocker for _, _, blocker in items}):
-            mount("tmpfs", blocker, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
-        for real, fd, _ in sorted(items, key=lambda item: len(item[0])):
-            if os.path.isdir(real) and os.listdir(real):
-                continue  # already inside a folder bound back
-            os.makedirs(real, mode=0o755, exist_ok=True)
-            mount(f"/proc/self/fd/{fd}", real, None, MS_BIND | MS_REC)
-    finally:
-        for _, fd, _ in items:
-            os.close(fd)
-
-
 def enter_private_root(paths, scratch_mb: int) -> None:
     """Chroot into a fresh tmpfs that holds only what Python needs: the system trees, the Python
     installation and `paths` (the environment, `layerlab`), all read-only, plus an empty /tmp
