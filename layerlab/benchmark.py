@@ -208,11 +208,11 @@ def roofline_plot(records, peak_flops: float, bandwidth: float, ax=None, title: 
     ax.axvline(ridge, color="#999999", linestyle=":", linewidth=1)
     ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, peak_flops), textcoords="offset points", xytext=(5, -15),
                 color="#555555")
-    colours = {"fp32": "#24527a", "tf32": "#3a9188", "bf16": "#d97745"}
+    colours = {"fp32": "#1f4e79", "tf32": "#2a9d8f", "bf16": "#e07a3f"}
     for precision in dict.fromkeys(r["precision"] for r in records):
         chosen = [r for r in records if r["precision"] == precision]
         ax.scatter([r["intensity"] for r in chosen], [r["achieved"] for r in chosen], s=36,
-                   color=colours.get(precision, "#6f7f93"), label=f"measured, {precision}", zorder=3)
+                   color=colours.get(precision, "#708090"), label=f"measured, {precision}", zorder=3)
         for r in chosen:
             awkward = r["d_in"] % 64 != 0 or r["batch"] % 8 != 0
             ax.annotate(f"{r['batch']}x{r['d_in']}" + ("*" if awkward else ""), (r["intensity"], r["achieved"]),

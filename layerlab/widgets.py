@@ -14,7 +14,7 @@ import html
 import ipywidgets as widgets
 import numpy as np
 
-POSITIVE, NEGATIVE, NEUTRAL = "#d97745", "#24527a", "#f2f2f2"
+POSITIVE, NEGATIVE, NEUTRAL = "#e07a3f", "#1f4e79", "#f2f2f2"
 
 
 def layer_state(W, b, x) -> dict:

@@ -76,11 +76,11 @@ def draw_layer_diagram(W, input_names, output_names):
     scale = np.abs(W).max()
     for j in range(d_out):
         for k in range(d_in):
-            colour = "#d97745" if W[j, k] > 0 else "#24527a"
+            colour = "#e07a3f" if W[j, k] > 0 else "#1f4e79"
             ax.plot([0.2, 0.75], [y_in[k], y_out[j]], color=colour, alpha=0.75,
                     linewidth=0.8 + 4.0 * abs(W[j, k]) / scale, zorder=1)
     for y, name in zip(y_in, input_names):
-        ax.scatter([0.2], [y], s=900, color="#3a9188", zorder=2)
+        ax.scatter([0.2], [y], s=900, color="#2a9d8f", zorder=2)
         ax.text(0.2, y, name, ha="center", va="center", color="white", weight="bold", zorder=3)
     for y, name in zip(y_out, output_names):
         ax.scatter([0.75], [y], s=1100, color="#5b5b5b", zorder=2)
@@ -203,7 +203,7 @@ fig.colorbar(image, ax=left, shrink=0.8)
 
 units = np.arange(3)
 right.bar(units - 0.2, z_run, width=0.4, color="#8c8c8c", label="pre-activation z")
-right.bar(units + 0.2, h_run, width=0.4, color="#d97745", label="ReLU(z)")
+right.bar(units + 0.2, h_run, width=0.4, color="#e07a3f", label="ReLU(z)")
 right.axhline(0, color="black", linewidth=0.8)
 for unit in units:
     right.text(unit - 0.2, z_run[unit] + (0.1 if z_run[unit] >= 0 else -0.3), f"{z_run[unit]:+.1f}", ha="center")
@@ -265,8 +265,8 @@ from matplotlib.patches import Rectangle
 
 def draw_batch_shapes(B, d_in, d_out, unit=0.11):
     fig, ax = plt.subplots(figsize=(10, 3.2))
-    blocks = [("X", B, d_in, "#3a9188"), ("W.T", d_in, d_out, "#24527a"),
-              ("b", 1, d_out, "#d97745"), ("Z", B, d_out, "#5b5b5b")]
+    blocks = [("X", B, d_in, "#2a9d8f"), ("W.T", d_in, d_out, "#1f4e79"),
+              ("b", 1, d_out, "#e07a3f"), ("Z", B, d_out, "#5b5b5b")]
     symbols = ["@", "+", "="]
     x = 0.0
     for index, (name, rows, cols, colour) in enumerate(blocks):

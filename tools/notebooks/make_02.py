@@ -200,8 +200,8 @@ square_parameters = widths ** 2 + widths
 activations = batch * widths
 
 fig, ax = plt.subplots(figsize=(7.5, 4.2))
-ax.loglog(widths, square_parameters, "o-", color="#24527a", label="parameters of a square layer, $d^2 + d$")
-ax.loglog(widths, activations, "s--", color="#d97745", label=f"output activations, $B d$ with $B = {batch}$")
+ax.loglog(widths, square_parameters, "o-", color="#1f4e79", label="parameters of a square layer, $d^2 + d$")
+ax.loglog(widths, activations, "s--", color="#e07a3f", label=f"output activations, $B d$ with $B = {batch}$")
 ax.set_xscale("log", base=2)
 ax.set_xlabel("width d")
 ax.set_ylabel("count")

@@ -320,8 +320,8 @@ errors = np.abs((np.sin(x0 + steps) - np.sin(x0 - steps)) / (2 * steps) - np.cos
 one_sided = np.abs((np.sin(x0 + steps) - np.sin(x0)) / steps - np.cos(x0))
 
 fig, ax = plt.subplots(figsize=(7, 4))
-ax.loglog(steps, np.maximum(errors, 1e-17), "o-", color="#24527a", label="central difference")
-ax.loglog(steps, np.maximum(one_sided, 1e-17), "s--", color="#d97745", label="one-sided difference")
+ax.loglog(steps, np.maximum(errors, 1e-17), "o-", color="#1f4e79", label="central difference")
+ax.loglog(steps, np.maximum(one_sided, 1e-17), "s--", color="#e07a3f", label="one-sided difference")
 ax.axvline(1e-5, color="#888888", linewidth=1)
 ax.text(1.3e-5, 1e-3, "h = 1e-5", color="#555555")
 ax.set_xlabel("step h")
