@@ -183,7 +183,8 @@ nb.md(r"""
 The figure below shows all three units of the running example. On the left, every cell is one
 product `W[j, k] * x[k]`: the row sums are the weighted sums before the bias. On the right, the
 bias has been added (the pre-activation `z`) and ReLU has been applied. Look at the first unit:
-the large negative contribution of `x2` is outweighed by the other two and the bias.
+the large negative contribution of `x2` is outweighed by the other two and the bias. Unit 2's
+grey bar is the value you worked out in Task 1.2, so you can check your arithmetic here.
 """)
 
 nb.code(r"""
@@ -366,8 +367,9 @@ nb.md(r"""
 `torch.nn.Linear(in_features, out_features)` stores its weight with shape
 `(out_features, in_features)` — the same orientation as our `W` — and its bias with shape
 `(out_features,)`. Write `to_torch_linear(W, b)` that returns an `nn.Linear` holding copies of `W`
-and `b`. Copy the values inside `torch.no_grad()` (the parameters track gradients otherwise). Use
-`dtype=torch.float64` so that it agrees with NumPy to the last digit.
+and `b`. Copy the values inside `torch.no_grad()`: a layer's parameters require gradients, and
+autograd refuses to overwrite them in place while it is recording. Use `dtype=torch.float64` so that
+the layer agrees with NumPy to the last digit.
 """)
 
 nb.answer("to_torch_linear", '''
@@ -396,7 +398,8 @@ def to_torch_linear(W, b):
 nb.tests("to_torch_linear", '''
 layer = to_torch_linear(W_run, b_run)
 assert isinstance(layer, nn.Linear), f"expected an nn.Linear, got {type(layer).__name__}"
-assert (layer.in_features, layer.out_features) == (3, 3)
+assert (layer.in_features, layer.out_features) == (3, 3), \\
+    f"the running example is a 3 -> 3 layer, got in_features={layer.in_features}, out_features={layer.out_features}"
 rng = np.random.default_rng(1)
 W, b = rng.normal(size=(2, 7)), rng.normal(size=2)
 layer = to_torch_linear(W, b)
@@ -484,6 +487,11 @@ assert find_mismatch((4, 9, 73), 7)[0] == 2, "for a 3-D input the features are o
 nb.md(r"""
 ### Task 1.8 — two affine layers with nothing between them
 
+In the running example a second layer follows the first. With ReLU in between, a $3 \to 1$
+layer with weights $(0.6, -0.4, 1.2)$ and bias $-0.2$ turns $h = (2, 1.5, 0)$ into one score,
+$s = 0.6 \cdot 2 - 0.4 \cdot 1.5 + 1.2 \cdot 0 - 0.2 = 0.4$. The two layers hold
+$3 \cdot (3 + 1) + 1 \cdot (3 + 1) = 16$ parameters.
+
 Why put an activation between layers at all? Because without one, two layers collapse into one.
 If $h = W_1 x + b_1$ and $y = W_2 h + b_2$, then
 
@@ -492,7 +500,9 @@ $$ y = W_2 (W_1 x + b_1) + b_2 = (W_2 W_1)\, x + (W_2 b_1 + b_2), $$
 a single affine layer: the stack costs the parameters of two layers but can only represent what one
 layer can. Note that the biases do not prevent this — they combine too.
 
-Write `collapse_affine(W1, b1, W2, b2)` that returns the single layer `(W, b)` equal to the two.
+Write `collapse_affine(W1, b1, W2, b2)`: with `W1` of shape `(d_hidden, d_in)`, `b1` of shape
+`(d_hidden,)`, `W2` of shape `(d_out, d_hidden)` and `b2` of shape `(d_out,)`, return the single layer
+`(W, b)` equal to the two, with `W` of shape `(d_out, d_in)` and `b` of shape `(d_out,)`.
 """)
 
 nb.answer("collapse_affine", '''
@@ -605,9 +615,10 @@ so the intermediate `Z` need not travel to memory and back. The mathematics is u
 execution plan differs.
 
 **Units are not concepts.** It is tempting to name each hidden unit ("unit 2 detects long trips"),
-but trained networks often spread information across many units, and a rotation of the hidden space
-followed by the inverse rotation in the next layer computes exactly the same function. Claims about
-what a single unit "means" need evidence, not intuition.
+but a layer is trained only to make the whole network's loss small, and trained networks often spread
+one pattern over many units. Even the numbering of the units is arbitrary: reorder the rows of
+$W_1$ and $b_1$, reorder the columns of the next layer's $W_2$ the same way, and the network computes
+exactly the same function. Claims about what a single unit "means" need evidence, not intuition.
 
 ### Common misconceptions
 

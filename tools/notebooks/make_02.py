@@ -252,8 +252,9 @@ width 2048 is a factor of *both* matrices, while 512 appears in each only once. 
 width to 4096 doubles both layers (about 4.2 M), whereas the input and output widths each affect
 only one of the two matrices. Biases (2048 + 512) are a negligible share.
 """, scheme=r"""
-- 0.5 point: correct counts — 1,050,624 and 1,049,088 (total 2,099,712), or the weight counts 1,048,576 each with biases added.
-- 0.5 point: explains that the hidden width multiplies into both weight matrices (appears in both products), so it scales the whole block; input/output widths each touch one matrix.
+- 0.5 point: correct counts for both layers including biases — 1,050,624 and 1,049,088, total 2,099,712 (1,048,576 weights per matrix plus 2,048 and 512 biases).
+- 0.5 point: explains that the hidden width is a factor of both weight matrices (2048·512 and 512·2048), so changing it scales the whole block, while the input or the output width each enters only one matrix.
+- No credit for "2048 is the largest number" without the link to both products.
 """)
 
 nb.md(r"""
@@ -318,7 +319,8 @@ nb.md(r"""
 ### Width versus depth (exercise 6)
 
 The same input (64 features) and output (10 classes) can be connected in very different ways. The
-table counts parameters with PyTorch for three designs:
+table counts parameters with PyTorch for three designs (activations such as ReLU between the layers
+have no parameters, so they are left out):
 """)
 
 nb.code(r"""
@@ -375,7 +377,15 @@ storing them) trades compute for memory.
 
 **Where the parameters are.** In Transformer blocks the feed-forward sublayer expands the model width
 $d$ to an intermediate width of about $4d$ and back: two matrices of $4d^2$ weights each, so the
-intermediate width sets most of the block's parameter count — the same effect as Task 2.6.
+intermediate width sets most of the block's parameter count — the same effect as Task 2.6. For
+$d = 768$ the expansion is `nn.Linear(768, 3072)` with $768 \cdot 3072 + 3072 = 2{,}362{,}368$
+parameters, and the projection back adds $3072 \cdot 768 + 768 = 2{,}360{,}064$ more.
+
+**Counting says how many numbers, initialisation says how large.** `nn.Linear` draws each initial
+weight uniformly from $[-1/\sqrt{d_{in}},\ 1/\sqrt{d_{in}}]$, a standard deviation of
+$1/\sqrt{3 d_{in}}$ — about $0.0208$ for $d_{in} = 768$. Shrinking the weights as the fan-in grows
+keeps the pre-activations, which are sums of $d_{in}$ products, at a similar scale in wide and narrow
+layers.
 
 ### Common misconceptions
 

@@ -45,10 +45,10 @@ The gradient arriving at the layer's output, $G = \partial L / \partial Z$, has 
 output value — one per observation and output unit.
 
 A weight $W_{jk}$ connects input $k$ to unit $j$ and is used once for **every** observation in the
-batch, so its blame collects contributions from all of them, each proportional to how large input $k$
-was. A bias $b_j$ is added to unit $j$ for every observation, so its blame is simply the sum of unit
-$j$'s blame over the batch. An input $x_{ik}$ feeds every unit, so its blame collects from all units,
-weighted by the weights that carried it.
+batch, so its blame collects one contribution per observation: unit $j$'s blame for that observation
+times the value input $k$ had there. A bias $b_j$ is added to unit $j$ for every observation, so its
+blame is simply the sum of unit $j$'s blame over the batch. An input $x_{ik}$ feeds every unit, so
+its blame collects from all units, weighted by the weights that carried it.
 
 ## Level 2 — Mechanics: shapes decide almost everything
 
@@ -146,7 +146,10 @@ for name, text, wanted in [("dL/dW", dL_dW, (d_out, d_in)), ("dL/dX", dL_dX, (B,
 nb.md(r"""
 ### Task 3.4 — the backward pass
 
-Implement `linear_backward(G, X, W)` returning `(dX, dW, db)` with NumPy matrix products — no loops.
+Implement `linear_backward(G, X, W)` with NumPy matrix products — no loops. Given `G` of shape
+`(B, d_out)`, `X` of shape `(B, d_in)` and `W` of shape `(d_out, d_in)`, return the tuple
+`(dX, dW, db)` with shapes `(B, d_in)`, `(d_out, d_in)` and `(d_out,)`. The bias itself is not needed:
+it does not appear in any of the three gradients.
 """)
 
 nb.answer("linear_backward", '''
@@ -309,8 +312,10 @@ except NotImplementedError as error:
 nb.md(r"""
 How small should $h$ be? Too large and the truncation error $O(h^2)$ dominates; too small and
 floating-point **rounding** dominates, because $f(x + h) - f(x - h)$ subtracts two nearly equal
-numbers, with an error of about $\varepsilon |f| / h$. The sweep below shows the resulting V shape
-for the derivative of $\sin$ at $x = 1$ (computed with its own small difference quotient).
+numbers, with an error of about $\varepsilon |f| / h$ ($\varepsilon \approx 2.2 \times 10^{-16}$ in
+float64). The sweep below shows the resulting V shape for the derivative of $\sin$ at $x = 1$, whose
+exact value $\cos 1$ is known; the difference quotients are written out directly, so the cell runs
+before you finish Task 3.5.
 """)
 
 nb.code(r"""
