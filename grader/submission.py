@@ -82,8 +82,10 @@ def _text(source, where: str) -> str:
 
 def _cell(raw, index: int) -> Cell:
     where = f"cell {index + 1}"
-    if type(raw) is not dict or type(raw.get("cell_type")) is not str:
-        raise NotebookError(f"{where} is not a notebook cell")
+    if type(raw) is not dict:
+        raise NotebookError(f"{where} is not a notebook cell (it is a {type(raw).__name__}, not an object)")
+    if type(raw.get("cell_type")) is not str:
+        raise NotebookError(f"{where} is not a notebook cell (its cell_type is {raw.get('cell_type')!r:.40})")
     metadata = raw.get("metadata", {})
     metadata = metadata if type(metadata) is dict else {}
     nbgrader = metadata.get("nbgrader", {})
@@ -128,6 +130,10 @@ def _answer_id(part: Part) -> str:
     return part.id if part.kind == "manual" else f"answer_{part.id}"
 
 
+def _task(part: Part) -> str:
+    return f"Task {part.task}" if part.task else f"part {part.id}"
+
+
 def _zero(part: Part, status: Status, feedback: str) -> PartResult:
     return PartResult(part.id, 0.0, part.points, status, feedback)
 
@@ -141,10 +147,8 @@ def _with_notes(result: PartResult, notes: list[str]) -> PartResult:
 class _Grading:
     """The state of grading one submission."""
 
-    def __init__(self, course: Course, assignment: Assignment, notebook_path: Path, student: str,
-                 secret: str, sandbox: Sandbox):
-        self.course, self.assignment, self.student, self.secret = course, assignment, student, secret
-        self.notebook_path, self.sandbox = notebook_path, sandbox
+    def __init__(self, assignment: Assignment, student: str, secret: str):
+        self.assignment, self.student, self.secret = assignment, student, secret
         self.results: dict[str, PartResult] = {}
         self.part_notes: dict[str, list[str]] = {part.id: [] for part in assignment.parts}
         self.warnings: list[str] = []
@@ -176,7 +180,7 @@ class _Grading:
 
     def missing_answer(self, part: Part) -> PartResult | None:
         cell = self.submitted.get(_answer_id(part))
-        task = f"Task {part.task}" if part.task else f"part {part.id}"
+        task = _task(part)
         if cell is None:
             return _zero(part, Status.FAILED, f"Your notebook has no answer cell for {task} "
                                                f"(nbgrader grade_id {_answer_id(part)!r}); it may have been deleted.")
@@ -223,21 +227,19 @@ class _Grading:
                 self.results[part.id] = self.grade(part)
 
     def grade(self, part: Part) -> PartResult:
-        if part.kind == "manual":
-            missing = self.missing_answer(part)
-            if missing is not None:
-                return missing
-            return grade_part(self.assignment, part, self.answers.get(part.id, ""), self.student, self.secret)
         missing = self.missing_answer(part)
         if missing is not None:
             return missing
-        label = f"<answer {part.id}>"
-        outcome = self.cell_outcomes.get(label)
-        task = f"Task {part.task}" if part.task else f"part {part.id}"
+        if part.kind == "manual":
+            return grade_part(self.assignment, part, self.answers[part.id], self.student, self.secret)
+        outcome = self.cell_outcomes.get(f"<answer {part.id}>")
         if outcome is not None and outcome.status in ("timeout", "crashed", "skipped"):
             status = Status.TIMEOUT if outcome.status == "timeout" else Status.ERROR
-            return _zero(part, status, f"Your answer cell for {task} was skipped: {outcome.message}")
-        raised = f" (its answer cell raised {outcome.message.splitlines()[0]})" if outcome and outcome.status == "raised" else ""
+            return _zero(part, status, f"Your answer cell for {_task(part)} was skipped: {outcome.message}")
+        raised = ""
+        if outcome is not None and outcome.status == "raised":
+            first_line = outcome.message.partition("\n")[0]
+            raised = f" (its answer cell raised {first_line})"
         try:
             if part.kind == "function":
                 answer = self.function(part, raised)
@@ -293,7 +295,7 @@ def grade_submission(course: Course, assignment_id: str, notebook_path, student:
         result.error = f"The course is missing its source notebook for {assignment.id}: {error}"
         result.parts = _failed(parts, Status.ERROR, "Not graded: the course's source notebook is unavailable.")
         return result
-    grading = _Grading(course, assignment, Path(notebook_path), student, secret, sandbox)
+    grading = _Grading(assignment, student, secret)
     grading.collect_answers(cells)
     if not any(_answer_id(part) in grading.submitted for part in parts):
         result.error = (f"{Path(notebook_path).name} has none of the answer cells of assignment "
@@ -327,7 +329,7 @@ def grade_submission(course: Course, assignment_id: str, notebook_path, student:
 def _grade_in_session(grading: _Grading, sandbox: Sandbox, source_cells, course: Course, notebook: Path):
     notebook = notebook.resolve()
     deadline = time.monotonic() + float(course.limits.notebook_timeout_s)
-    session = sandbox.session(hide=hidden_paths(course.root, _notebook_paths(notebook)), deadline=deadline)
+    session = sandbox.session(hide=lambda: hidden_paths(course.root, _notebook_paths(notebook)), deadline=deadline)
     grading.session = session
     try:
         session.start()

@@ -164,6 +164,22 @@ def test_student_cannot_read_course_sources_reference_or_grader(session, course)
 
 
 @needs_root
+def test_private_root_holds_no_handle_to_the_outside(sandbox, monkeypatch):
+    from grader.sandbox import runner
+    doubled = [runner.VISIBLE_TO_STUDENTS[-1] + "/", runner.VISIBLE_TO_STUDENTS[-1] + "/."]
+    monkeypatch.setattr(runner, "VISIBLE_TO_STUDENTS", runner.VISIBLE_TO_STUDENTS + doubled)
+    with sandbox.session(hide=lambda: pytest.fail("the private root needs no list of hidden paths")) as live:
+        live.start()
+        assert run(live, "import os\nfds = {}\nfor fd in os.listdir('/proc/self/fd'):\n    try:\n"
+                         "        fds[int(fd)] = os.readlink('/proc/self/fd/' + fd)\n    except OSError:\n"
+                         "        pass").ok
+        fds = live.value("fds")
+    assert sorted(fds)[:4] == [0, 1, 2, 3] and fds[0] == "/dev/null"
+    outside = {fd: target for fd, target in fds.items() if target.startswith("/") and target != "/dev/null"}
+    assert outside == {}
+
+
+@needs_root
 def test_student_sees_no_other_files_on_the_machine(session, tmp_path_factory):
     decoy_folder = Path(tempfile.mkdtemp(prefix="another-course-", dir="/var/tmp"))
     try:
@@ -433,7 +449,9 @@ def test_result_dict_has_the_documented_keys(course, sandbox, tmp_path):
     (b"[1, 2, 3]", "no list of cells"),
     (json.dumps({"cells": [], "nbformat": 3}).encode(), "nbformat 3"),
     (json.dumps({"cells": [{"cell_type": "code", "source": 5}], "nbformat": 4}).encode(), "cell 1"),
-    (json.dumps({"cells": ["oops"], "nbformat": 4}).encode(), "cell 1 is not a notebook cell"),
+    (json.dumps({"cells": ["oops"], "nbformat": 4}).encode(), "cell 1 is not a notebook cell (it is a str"),
+    (json.dumps({"cells": [{"cell_type": 7}], "nbformat": 4}).encode(), "cell 1 is not a notebook cell (its cell_type is 7)"),
+    (json.dumps({"cells": [{"cell_type": "code", "source": ["x = 1", None]}], "nbformat": 4}).encode(), "cell 1"),
 ])
 def test_malformed_notebook_gives_clear_error_and_zeros(course, sandbox, tmp_path, content, expected):
     path = tmp_path / "broken.ipynb"
@@ -456,7 +474,9 @@ def test_notebook_of_another_assignment_is_rejected(course, sandbox, tmp_path):
                                                                        "solution": True})]
     result = grade(course, sandbox, kit.write_submission(tmp_path / "other.ipynb", cells=other))
     assert "none of the answer cells" in result.error
-    assert result.score == 0 and all(p.status == Status.ERROR for p in result.parts)
+    assert [p.id for p in result.parts] == [p.id for p in course.assignment(kit.ASSIGNMENT).parts]
+    assert all(p.score == 0 and p.status == Status.ERROR and "none of the answer cells" in p.feedback
+               for p in result.parts)
 
 
 def test_deleted_answer_cells_cost_only_their_parts(course, sandbox, tmp_path):

@@ -122,8 +122,8 @@ def enter_private_root(paths, scratch_mb: int) -> None:
             handles[tree] = os.open(tree, os.O_PATH | os.O_DIRECTORY)
     for path in paths:
         real = os.path.realpath(path)
-        if os.path.isdir(real) and not any(_under(real, kept) for kept in SYSTEM_TREES):
-            handles.setdefault(real, os.open(real, os.O_PATH | os.O_DIRECTORY))
+        if real not in handles and os.path.isdir(real) and not any(_under(real, kept) for kept in SYSTEM_TREES):
+            handles[real] = os.open(real, os.O_PATH | os.O_DIRECTORY)
     try:
         mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=755")
         os.mkdir(PRIVATE_ROOT, 0o755)

@@ -42,9 +42,11 @@ HELLO_TIMEOUT_S = 30
 MAX_RESTARTS = 8
 PYTHON_PATHS = sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                        os.path.dirname(os.path.realpath(sys.executable))})
+# sys.path[0] is the folder the grader was launched from (script or working directory), not a package.
+IMPORT_PATHS = sys.path if sys.flags.safe_path else sys.path[1:]
 # What a student process sees besides the system trees: Python, its packages and layerlab.
 VISIBLE_TO_STUDENTS = sorted(set(PYTHON_PATHS) | {str(PACKAGE_ROOT.parent / "layerlab")} | {
-    path for path in sys.path
+    path for path in IMPORT_PATHS
     if path and os.path.isdir(path) and not Path(path).resolve().is_relative_to(PACKAGE_ROOT.parent)})
 KEEP_VISIBLE = {".venv", "venv", "layerlab"}
 SIGNAL_HINTS = {signal.SIGKILL: " (often: the memory limit was exceeded or too many processes were started)",
@@ -290,7 +292,11 @@ class Sandbox:
                 self.note(f"could not confirm that every process of user {uid} was killed")
 
     def session(self, hide=(), deadline: float | None = None) -> "Session":
-        """A new, not yet started session; `deadline` is a time.monotonic() for the whole submission."""
+        """A new, not yet started session; `deadline` is a time.monotonic() for the whole submission.
+
+        `hide` (paths, or a function returning them) matters only to a student process that keeps
+        the grader's user and so gets no private root; a function is called only then, once.
+        """
         return Session(self, hide, deadline)
 
 
@@ -300,7 +306,7 @@ class Session:
     def __init__(self, sandbox: Sandbox, hide=(), deadline: float | None = None):
         self.sandbox = sandbox
         self.limits = sandbox.limits
-        self.hide = [str(path) for path in hide]
+        self.hide = hide
         self.deadline = deadline
         self.output = _Output(int(self.limits.output_kb * 1024))
         self.notes: list[str] = []
@@ -334,9 +340,17 @@ class Session:
                 self.sandbox.kill_tree(self.uid, None)
         self._spawn()
 
+    def _hidden(self) -> list[str]:
+        """The paths to cover; only a process without a separate user (so no private root) needs them."""
+        if self.uid is not None:
+            return []
+        if callable(self.hide):
+            self.hide = self.hide()
+        return [str(path) for path in self.hide]
+
     def _config(self) -> dict:
         cpus = os.cpu_count() or 1
-        return {"isolate": self.sandbox.isolate, "uid": self.uid, "gid": self.uid, "hide": self.hide,
+        return {"isolate": self.sandbox.isolate, "uid": self.uid, "gid": self.uid, "hide": self._hidden(),
                 "memory_bytes": int(self.limits.memory_mb) * 2**20,
                 "cpu_seconds": int(self.limits.notebook_timeout_s * cpus + 10),
                 "file_bytes": 64 * 2**20, "nproc": 64 + 8 * cpus, "scratch_mb": 256,
