@@ -164,9 +164,7 @@ class _Decoder:
         if depth > MAX_DEPTH + 2 or self.nodes > MAX_NODES * 3:
             raise DecodeError("data nested too deeply or too large")
         kind = type(node)
-        if node is None or kind in (bool, int, str):
-            return node
-        if kind is float:
+        if node is None or kind in (bool, int, float, str):
             return node
         if kind is list:
             return [self(item, depth + 1) for item in node]

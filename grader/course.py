@@ -57,7 +57,7 @@ class Assignment:
         for part in self.parts:
             if part.id == part_id:
                 return part
-        raise KeyError(f"assignment {self.id} has no part {part_id!r}")
+        raise KeyError(f"assignment {self.id} has no part {part_id!r} (known: {', '.join(p.id for p in self.parts)})")
 
 
 @dataclass(frozen=True)

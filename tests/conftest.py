@@ -6,6 +6,7 @@ Test modules import the plain helpers (`make_ctx`, `assert_zero`, `assert_full_m
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -31,9 +32,15 @@ def gradebook_dump(course_dir) -> list[dict]:
         book.close()
 
 
+@functools.lru_cache(maxsize=None)
+def _course():
+    """The repository's course, read once: Course is frozen, and parsing course.yml costs ~15 ms a call."""
+    return load_course()
+
+
 def make_ctx(assignment: str, part: str, seed: int | str = 0) -> CheckContext:
     """A context for `assignment.part` whose rng is that of student `student-{seed}`."""
-    course_part = load_course().assignment(assignment).part(part)
+    course_part = _course().assignment(assignment).part(part)
     rng = rng_for(TEST_SECRET, f"student-{seed}", f"{assignment}.{part}")
     return CheckContext(assignment, part, course_part.points, rng, course_part.task)
 

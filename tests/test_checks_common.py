@@ -17,7 +17,7 @@ from grader.checks.common import (CallWording, call_student, call_text, compare_
 from grader.course import load_course
 from grader.reference.validation import float_array, positive_int, positive_number, whole_number
 from grader.result import Status
-from grader.student import LocalFunction, StudentRaised
+from grader.student import LocalFunction, StudentRaised, local_value
 
 from conftest import assert_full_marks, assert_zero
 
@@ -30,6 +30,8 @@ SEEDS = {"01_shapes": 30, "02_parameters": 30, "03_gradients": 12, "04_tensor_pa
 ERRORS_REPORTED_AS_ERRORS = {"04_tensor_parallel", "05_matmul_benchmark"}
 FUNCTION_PARTS = [(assignment.id, part.id) for assignment in load_course().assignments
                   for part in assignment.parts if part.kind == "function"]
+ANSWER_PARTS = [(assignment.id, part) for assignment in load_course().assignments
+                for part in assignment.parts if part.kind in ("value", "symbolic")]
 
 
 def student(function, part: str) -> LocalFunction:
@@ -56,6 +58,14 @@ def test_stubs_are_reported_as_not_implemented(grade, assignment, part):
     result = grade(assignment, part, student(stub, part))
     assert_zero(result, "not-implemented", text="not implemented")
     assert result.status == Status.FAILED and result.misconceptions == ("not-implemented",)
+
+
+@pytest.mark.parametrize("assignment, part", ANSWER_PARTS, ids=[part.id for _, part in ANSWER_PARTS])
+def test_unanswered_values_are_reported_as_not_implemented(grade, assignment, part):
+    result = grade(assignment, part.id, local_value(None))
+    assert result.status == Status.FAILED and result.score == 0 and result.misconceptions == ("not-implemented",)
+    assert result.feedback.startswith(f"Task {part.task} is not answered yet: `{part.name}` is still None."), \
+        result.feedback
 
 
 @pytest.mark.parametrize("assignment, part", FUNCTION_PARTS)

@@ -114,7 +114,7 @@ def test_every_code_in_the_vocabulary_has_a_case():
 def test_a_wrong_answer_embodying_the_code_scores_zero_and_names_it(code, seed, grade):
     assignment, part, answer = CASES[code]
     result = grade(assignment, part, answer, seed)
-    if part == "misconception_quiz":  # one wrong mark of ten loses its share, and is named
-        assert result.score < result.max_score and code in result.misconceptions, result
+    if part == "misconception_quiz":  # one wrong mark of ten scores (9 - 1) / 10, and is named
+        assert result.score == pytest.approx(0.8 * result.max_score) and result.misconceptions == (code,), result
     else:
         assert_zero(result, code)

@@ -81,6 +81,18 @@ def test_weight_gradient_has_shape_d_out_by_d_in():
         assert linear_backward(G, X, W)[1].shape == (5, 3)
 
 
+@pytest.mark.parametrize("G, X, W, message", [
+    (np.ones((2, 5)), np.ones((2, 3)), np.ones((5, 4)), r"W \(5, 4\)"),
+    (np.ones((3, 5)), np.ones((2, 3)), np.ones((5, 3)), r"G has shape \(3, 5\)"),
+    (np.ones((2, 4)), np.ones((2, 3)), np.ones((5, 3)), "same B, d_in and d_out"),
+    (np.ones(5), np.ones((1, 3)), np.ones((5, 3)), "G must be 2-D"),
+    (np.ones((1, 5)), np.full((1, 3), np.nan), np.ones((5, 3)), "X contains NaN"),
+])
+def test_linear_backward_names_inputs_that_do_not_fit(G, X, W, message):
+    with pytest.raises(ValueError, match=message):
+        linear_backward(G, X, W)
+
+
 def smooth_loss_pair(rng, shape):
     """A numpy loss and the same loss in torch: sum(w * sin(x)) + 0.5 * sum(x * (A @ x))."""
     n = int(np.prod(shape))

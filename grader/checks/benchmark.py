@@ -9,7 +9,7 @@ median...) is replayed the same way to recognise it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -312,9 +312,7 @@ def timing_mistakes(scenario: Scenario, expected: float):
     yield expected * 1e6, "Your result is in microseconds; return seconds, as the timer gives them."
     yield -expected, "Your result is negative: a duration is end - start."
     for warmup, repeat in other_counts(scenario.warmup, scenario.repeat):
-        counted = Scenario(scenario.durations, scenario.asynchronous, scenario.launch_overhead, warmup, repeat,
-                           scenario.with_sync, scenario.about)
-        yield (counted.replay(ref.time_op),
+        yield (replace(scenario, warmup=warmup, repeat=repeat).replay(ref.time_op),
                f"Your result is what {warmup} warm-up calls and {repeat} timed runs give, but this call asked for "
                f"warmup={scenario.warmup} and repeat={scenario.repeat}: use the arguments, not fixed numbers.",
                *(("timing-includes-warmup",) if warmup < scenario.warmup else ()))

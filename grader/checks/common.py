@@ -9,6 +9,7 @@
   finds the first one an answer matches; `reject_known_mistakes` raises it.
 - `expect_counts` grades exact integer answers over many cases, naming the slip that explains them.
 - `distinct_sizes` and `call_text` build inputs and the text that shows a call in feedback.
+- `reject_unanswered` gives value and symbolic parts still holding the released None one wording.
 """
 
 from __future__ import annotations
@@ -199,9 +200,11 @@ def distinct_sizes(rng: np.random.Generator, count: int, low: int = 2, high: int
     return sizes[:count]
 
 
-def reject_unanswered(answer, variable: str, ctx) -> None:
-    """A value part still holding the released `None`: a clear 'not answered yet' zero."""
+def reject_unanswered(answer, variable: str, ctx, how: str = "Set it to your answer.") -> None:
+    """A value part still holding the released `None`: a clear 'not answered yet' zero.
+
+    `how` ends the feedback, saying what kind of value `variable` should be set to.
+    """
     if answer is None:
         task = f"Task {ctx.task}" if ctx.task else "This task"
-        raise WrongAnswer(f"{task} is not answered yet: `{variable}` is still None. Set it to your answer.",
-                          "not-implemented")
+        raise WrongAnswer(f"{task} is not answered yet: `{variable}` is still None. {how}", "not-implemented")

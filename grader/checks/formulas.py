@@ -16,6 +16,7 @@ import functools
 from dataclasses import dataclass, field
 
 from grader.checks.base import WrongAnswer, check
+from grader.checks.common import reject_unanswered
 from grader.checks.values import as_text
 
 MAX_ANSWER_LENGTH = 500  # the same bound as grader.symbolic.MAX_LENGTH
@@ -222,10 +223,7 @@ def _read_answer(key: str, answer, ctx):
     from grader import symbolic
 
     spec = SYMBOLIC_PARTS[key]
-    if answer is None:
-        task = f"Task {ctx.task}" if ctx.task else "This task"
-        raise WrongAnswer(f"{task} is not answered yet: `{spec.variable}` is still None. Set it to a string "
-                          f"holding the formula. {spec.declaration()}", "not-implemented")
+    reject_unanswered(answer, spec.variable, ctx, f"Set it to a string holding the formula. {spec.declaration()}")
     try:
         text = as_text(answer, f"`{spec.variable}`", max_length=MAX_ANSWER_LENGTH)
     except WrongAnswer as wrong:

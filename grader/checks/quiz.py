@@ -8,6 +8,7 @@ everything False or everything True does not pass.
 from __future__ import annotations
 
 from grader.checks.base import WrongAnswer, check
+from grader.checks.common import reject_unanswered
 from grader.checks.values import describe
 from grader.misconceptions import SEED_MISCONCEPTIONS, describe as misconception
 
@@ -40,9 +41,6 @@ assert tuple(code for _, _, code in QUIZ.values()) == SEED_MISCONCEPTIONS
 
 def read_quiz(answer) -> dict[int, bool]:
     """The student's marks as {statement: bool}; WrongAnswer names the first problem with the data."""
-    if answer is None:
-        raise WrongAnswer("The quiz is not answered yet: `quiz` is still None. Set it to a dict like "
-                          "{1: True, 2: False, ...} with one entry per statement.", "not-implemented")
     if type(answer) is not dict:
         raise WrongAnswer(f"`quiz` should be a dict like {{1: True, 2: False, ...}}, but is {describe(answer)}.")
     bad_keys = [key for key in answer if type(key) is not int]
@@ -79,6 +77,8 @@ def check_quiz(answer, ctx):
     Guessing then earns nothing on average, and a constant answer little (all False: (6 - 4) / 10);
     each wrong mark is explained in one sentence and reported with its misconception code.
     """
+    reject_unanswered(answer, "quiz", ctx,
+                      "Set it to a dict like {1: True, 2: False, ...} with one entry per statement.")
     marks = read_quiz(answer)
     wrong = [number for number, (_, truth, _) in QUIZ.items() if marks[number] is not truth]
     if not wrong:

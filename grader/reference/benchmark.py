@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from grader.reference.validation import positive_int, positive_number
+from grader.reference.validation import positive_int, positive_number, whole_number
 
 BOUNDS = ("memory", "compute")
 
@@ -84,8 +84,7 @@ def time_op(fn, warmup: int = 3, repeat: int = 10, timer=time.perf_counter, sync
     """
     if not callable(fn) or not callable(timer) or not (sync is None or callable(sync)):
         raise ValueError("fn and timer must be callables, and sync None or a callable")
-    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0:
-        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+    warmup = whole_number(warmup, "warmup", minimum=0)
     repeat = positive_int(repeat, "repeat")
     for _ in range(warmup):
         fn()

