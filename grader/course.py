@@ -81,6 +81,14 @@ class Course:
         return self.path.parent
 
 
+def _yaml_problem(error: Exception) -> str:
+    """One line: where the YAML broke and what the parser expected there."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return f"{where}{problem}"
+
+
 class _Reader:
     def __init__(self, path: Path):
         self.path = path
@@ -118,7 +126,7 @@ def load_course(path: str | Path = DEFAULT_COURSE_FILE) -> Course:
     except FileNotFoundError:
         raise CourseError(f"{path}: file not found") from None
     except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise CourseError(f"{path.name}: not valid YAML: {error}") from None
+        raise CourseError(f"{path.name}: not valid YAML: {_yaml_problem(error)}") from None
     top = reader.mapping(raw, "top level", {"course_id", "title", "secret_env", "limits", "assignments"})
     course_id = reader.field(top, "course_id", "", str)
     title = reader.field(top, "title", "", str, required=False, default=course_id)
