@@ -23,6 +23,7 @@ import shutil
 import sys
 import threading
 import time
+from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,30 +146,14 @@ class Outcome:
     seconds: float = 0.0
 
 
-class FailedResult:
-    """A submission the grader itself could not handle: a recorded zero on every part."""
-
-    def __init__(self, course, assignment_id: str, path: Path, student: str, error: str):
-        from grader.result import PartResult, Status
-        assignment = course.assignment(assignment_id)
-        self.notebook, self.assignment, self.student, self.error = str(path), assignment_id, student, error
-        self.parts = [PartResult(p.id, 0.0, p.points, Status.MANUAL if p.kind == "manual" else Status.ERROR,
-                                 "graded by your instructor" if p.kind == "manual" else f"Not graded: {error}")
-                      for p in assignment.parts]
-        self.warnings, self.answers, self.output = [], {}, ""
-
-    @property
-    def score(self) -> float:
-        return sum(p.score for p in self.parts)
-
-    @property
-    def max_score(self) -> float:
-        return sum(p.max_score for p in self.parts)
-
-    def to_dict(self) -> dict:
-        return {"notebook": self.notebook, "assignment": self.assignment, "student": self.student,
-                "score": self.score, "max_score": self.max_score, "parts": [p.to_dict() for p in self.parts],
-                "error": self.error, "warnings": self.warnings}
+def failed_result(course, assignment_id: str, path: Path, student: str, error: str):
+    """A SubmissionResult for a notebook the grader itself could not handle: a recorded zero on every part."""
+    from grader.result import PartResult, Status
+    from grader.submission import SubmissionResult
+    parts = [PartResult(p.id, 0.0, p.points, Status.MANUAL if p.kind == "manual" else Status.ERROR,
+                        "graded by your instructor" if p.kind == "manual" else f"Not graded: {error}")
+             for p in course.assignment(assignment_id).parts]
+    return SubmissionResult(str(path), assignment_id, student, parts, error)
 
 
 def output_paths(course_dir: Path, job: Job, course) -> dict[str, Path]:
@@ -309,8 +294,8 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
                 try:
                     result = grade(course, job.assignment, job.path, job.student, secret, sandbox)
                 except Exception as error:  # grade_submission should never raise; record it if it does
-                    result = FailedResult(course, job.assignment, job.path, job.student,
-                                          f"the grader failed on this notebook ({type(error).__name__}: {error})")
+                    result = failed_result(course, job.assignment, job.path, job.student,
+                                           f"the grader failed on this notebook ({type(error).__name__}: {error})")
                 return result, time.perf_counter() - start
 
             if dask is None:
@@ -488,9 +473,7 @@ def format_table(headers: list[str], rows: list[list[str]], max_width: int = 60)
 
 
 def status_counts(parts: list[dict]) -> str:
-    counts: dict[str, int] = {}
-    for part in parts:
-        counts[part.get("status", "?")] = counts.get(part.get("status", "?"), 0) + 1
+    counts = Counter(part.get("status", "?") for part in parts)
     order = ["passed", "partial", "failed", "error", "timeout", "manual"]
     return ", ".join(f"{counts[s]} {s}" for s in sorted(counts, key=lambda s: (order.index(s) if s in order else 9, s)))
 

@@ -158,7 +158,7 @@ def grade_on_worker(task: dict) -> str:
     task: the plain-data dict built by `DaskGrading.task`. The reply is {"protocol", "worker",
     "secret" (fingerprint), "seconds", "result"} or {"protocol", "worker", "refused": reason}.
     """
-    from grader.autograde import FailedResult, secret_fingerprint
+    from grader.autograde import failed_result, secret_fingerprint
     from grader.seeding import grading_secret
     from grader.submission import grade_submission
     reply = {"protocol": PROTOCOL, "worker": worker_name()}
@@ -189,8 +189,8 @@ def grade_on_worker(task: dict) -> str:
         try:
             result = grade_submission(course, task["assignment"], notebook, task["student"], secret, sandbox)
         except Exception as error:  # grade_submission should never raise; record it if it does
-            result = FailedResult(course, task["assignment"], notebook, task["student"],
-                                  f"the grader failed on this notebook ({type(error).__name__}: {error})")
+            result = failed_result(course, task["assignment"], notebook, task["student"],
+                                   f"the grader failed on this notebook ({type(error).__name__}: {error})")
         places = {str(notebook): task["notebook_path"], str(folder): str(Path(task["notebook_path"]).parent),
                   str(course.root): task["course_root"]}
         reply.update(secret=secret_fingerprint(secret), seconds=time.perf_counter() - start,
@@ -233,7 +233,7 @@ def _has_cleanup_plugin(dask_scheduler) -> bool:
 # --- the wire format ------------------------------------------------------------------------------
 
 def result_to_wire(result) -> dict:
-    """A SubmissionResult (or FailedResult) as JSON-ready data, with the answers the gradebook needs."""
+    """A SubmissionResult as JSON-ready data, with the answers the gradebook needs."""
     data = result.to_dict()
     data["answers"] = dict(getattr(result, "answers", {}) or {})
     return data

@@ -27,8 +27,11 @@ def add_arguments(parser):
 
 
 def prepare(directory: Path, repo: Path) -> None:
-    """Copy the course into `directory` with the demo's shorter time limits."""
+    """Copy the course into `directory` with the demo's shorter time limits (CourseError if course.yml is bad)."""
     import yaml
+
+    from grader.course import load_course
+    load_course(repo / "course.yml")  # a malformed course.yml: CourseError before anything is copied
     if not (repo / "source").is_dir() or not any((repo / "source").glob("*/*.ipynb")):
         raise FileNotFoundError(f"the course notebooks are missing under {repo / 'source'}")
     directory.mkdir(parents=True, exist_ok=True)
@@ -91,7 +94,7 @@ def run(args) -> int:
 
 # --- judging the outcome ------------------------------------------------------------------------
 
-def _auto_parts(course, result: dict) -> list[dict]:
+def _auto_parts(result: dict) -> list[dict]:
     return [p for p in result.get("parts", []) if p.get("status") != "manual"]
 
 
@@ -109,7 +112,7 @@ def verdicts(course, outcomes, gradebook_ok: bool, students=None):
     rows, all_ok = [], True
     for student in students or CLASS:
         results = by_student.get(student.id, [])
-        parts = {f"{r['assignment']}.{p['id']}": p for r in results for p in _auto_parts(course, r)}
+        parts = {f"{r['assignment']}.{p['id']}": p for r in results for p in _auto_parts(r)}
         score = sum(p["score"] for p in parts.values())
         max_score = sum(p["max_score"] for p in parts.values())
         codes = sorted({c for p in parts.values() for c in p.get("misconceptions", [])})
@@ -201,7 +204,7 @@ def report(course, directory: Path, outcomes, rows, elapsed: float, intact: bool
         if student.kind == "reference" and student.base == "solutions":
             continue
         lost = [(r["assignment"], p) for r in by_student.get(student.id, [])
-                for p in _auto_parts(course, r) if p["score"] < p["max_score"]]
+                for p in _auto_parts(r) if p["score"] < p["max_score"]]
         if student.kind == "cheat":
             attacked = set(_expand(course, student.attacked))
             lost = [item for item in lost if f"{item[0]}.{item[1]['id']}" in attacked] or lost

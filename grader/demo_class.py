@@ -10,11 +10,11 @@ collects them: submitted/<student>/<assignment>/<notebook>.ipynb.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SOLUTION_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[^\n]*\n?", re.M)
+from grader.feedback import MARKER_LINE
+from grader.gradebook import _stub_source, solution_cell_name
 
 
 @dataclass(frozen=True)
@@ -250,7 +250,7 @@ def _source_text(cell) -> str:
 
 def _answer_ids(assignment) -> dict[str, str]:
     """grade_id of each part's answer cell -> part id."""
-    return {(part.id if part.kind == "manual" else f"answer_{part.id}"): part.id for part in assignment.parts}
+    return {solution_cell_name(part): part.id for part in assignment.parts}
 
 
 def model_answers(course_dir: Path, assignment) -> dict[str, str]:
@@ -262,7 +262,7 @@ def model_answers(course_dir: Path, assignment) -> dict[str, str]:
     for cell in data["cells"]:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         if grade_id in ids:
-            answers[ids[grade_id]] = SOLUTION_MARKER.sub("", _source_text(cell)).strip("\n") + "\n"
+            answers[ids[grade_id]] = MARKER_LINE.sub("", _source_text(cell)).strip("\n") + "\n"
     return answers
 
 
@@ -271,7 +271,6 @@ def released_notebook(course_dir: Path, assignment) -> dict:
     released = course_dir / "assignments" / assignment.id / assignment.notebook
     if released.is_file():
         return json.loads(released.read_text(encoding="utf-8"))
-    from grader.gradebook import _stub_source
     data = json.loads((course_dir / "source" / assignment.id / assignment.notebook).read_text(encoding="utf-8"))
     cells = []
     for cell in data["cells"]:

@@ -25,11 +25,7 @@ def add_arguments(parser):
 def rows(table) -> tuple[list[str], list[list]]:
     """(header, rows) of the CSV for a `grader.gradebook.ScoreTable`."""
     header, layout = ["student"], []
-    assignments = []
-    for assignment, part in table.columns:
-        if assignment not in assignments:
-            assignments.append(assignment)
-    for assignment in assignments:
+    for assignment in dict.fromkeys(assignment for assignment, _ in table.columns):
         parts = [column for column in table.columns if column[0] == assignment]
         header += [f"{a}.{p}" for a, p in parts] + [f"{assignment}.total"]
         layout.append((assignment, parts))

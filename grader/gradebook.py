@@ -295,8 +295,7 @@ def record_submission(gradebook, course, result, *, timestamp=None, changed: boo
             stamp = utils.parse_utc(timestamp) if timestamp else None
         except (ValueError, OverflowError, TypeError):  # an unreadable timestamp.txt is left out
             stamp = None
-        if submission.timestamp != stamp:
-            submission.timestamp = stamp
+        _set(submission, timestamp=stamp)
         submitted = next((nb for nb in submission.notebooks if nb.notebook_id == notebook.id), None)
         if submitted is None:
             submitted = SubmittedNotebook(notebook=notebook, assignment=submission)
@@ -306,39 +305,34 @@ def record_submission(gradebook, course, result, *, timestamp=None, changed: boo
         by_part = {part.id: part for part in result.parts}
         answers = getattr(result, "answers", {}) or {}
         for cell in notebook.grade_cells:
-            grade = grades.get(cell.id)
-            if grade is None:
-                grade = Grade(cell=cell, notebook=submitted)
-                db.add(grade)
+            grade = _row_for(db, grades, Grade, cell, submitted)
             part_result = by_part.get(cell.name)
             manual = part_result is None or part_result.status == "manual"
-            auto_score = None if manual else float(part_result.score)
-            if grade.auto_score != auto_score:
-                grade.auto_score = auto_score
-            if grade.manual_score is None:
-                needs = manual
-            else:
-                needs = bool(grade.needs_manual_grade) or changed
-            if grade.needs_manual_grade != needs:
-                grade.needs_manual_grade = needs
+            needs = manual if grade.manual_score is None else bool(grade.needs_manual_grade) or changed
+            _set(grade, auto_score=None if manual else float(part_result.score), needs_manual_grade=needs)
         parts_by_solution = {solution_cell_name(part): part for part in assignment.parts}
         for cell in notebook.solution_cells:
-            comment = comments.get(cell.id)
-            if comment is None:
-                comment = Comment(cell=cell, notebook=submitted)
-                db.add(comment)
+            comment = _row_for(db, comments, Comment, cell, submitted)
             part = parts_by_solution.get(cell.name)
             text = None
             if part is not None and part.id in by_part:
                 text = part_comment(by_part[part.id], result.error, answers.get(part.id))
             elif result.error:
                 text = part_comment(None, result.error)
-            if comment.auto_comment != text:
-                comment.auto_comment = text
+            _set(comment, auto_comment=text)
         db.commit()
     except Exception:
         db.rollback()
         raise
+
+
+def _row_for(db, existing: dict, model, cell, submitted):
+    """The submission's `model` row (Grade or Comment) for `cell`, added when missing."""
+    row = existing.get(cell.id)
+    if row is None:
+        row = model(cell=cell, notebook=submitted)
+        db.add(row)
+    return row
 
 
 def stored_scores(gradebook, assignment, student: str) -> dict[str, float | None] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 from grader.course import add_course_option, load_course_dir
@@ -79,7 +80,12 @@ def run(args) -> int:
     except (Unusable, CourseError) as error:
         print(f"check: {error}", file=sys.stderr)
         return 2
-    result, public = grade_notebook(course, assignment_id, path, args.student)
+    from grader.sandbox import SandboxError
+    try:
+        result, public = grade_notebook(course, assignment_id, path, args.student)
+    except SandboxError as error:
+        print(f"check: the sandbox for student code could not start: {error}", file=sys.stderr)
+        return 2
     if args.json:
         data = result.to_dict()
         print(json.dumps({key: data[key] for key in ("notebook", "assignment", "student", "score",
@@ -110,7 +116,6 @@ def report(course, result, public_secret: bool = False) -> str:
     from grader.misconceptions import MISCONCEPTIONS
     assignment = course.assignment(result.assignment)
     tasks = {part.id: part.task for part in assignment.parts}
-    import textwrap
     rows = []
     for part in result.parts:
         score = "manual" if part.status == "manual" else f"{part.score:g}/{part.max_score:g}"

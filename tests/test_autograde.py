@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import gradebook_dump
 
 import grader
-from grader import gradebook as gbm
 from grader.course import load_course
 from grader.demo import DEMO_SECRET
 
@@ -73,13 +73,7 @@ def demo_run(tmp_path_factory):
 
 
 def db_dump(course_dir: Path, students=None):
-    course = load_course(course_dir / "course.yml")
-    gradebook = gbm.open_gradebook(gbm.default_db_url(course_dir), course.course_id)
-    try:
-        rows = gbm.dump(gradebook)
-    finally:
-        gradebook.close()
-    return [row for row in rows if students is None or row["student"] in students]
+    return [row for row in gradebook_dump(course_dir) if students is None or row["student"] in students]
 
 
 def test_gradebook_matches_check_json_per_part(demo_run):
@@ -143,9 +137,15 @@ def test_sigkill_halfway_then_rerun_loses_and_duplicates_nothing(demo_run, tmp_p
         (shutil.copytree if source.is_dir() else shutil.copy)(source, copy / name)
     for student in students:
         shutil.copytree(directory / "submitted" / student / "01_shapes", copy / "submitted" / student / "01_shapes")
-    broken = copy / "submitted" / "zed" / "01_shapes"
-    broken.mkdir(parents=True)
-    (broken / "01_shapes.ipynb").write_text('{"cells": [ this is not json')
+    malformed = {"zed": (b'{"cells": [ this is not json', "invalid JSON"),  # a recorded zero with the reason
+                 "yan": (b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "not UTF-8"),
+                 "xia": ((directory / "submitted" / "ada" / "02_parameters" / "02_parameters.ipynb").read_bytes(),
+                         "none of the answer cells of assignment 01_shapes")}
+    for student, (content, _) in malformed.items():
+        broken = copy / "submitted" / student / "01_shapes" / "01_shapes.ipynb"
+        broken.parent.mkdir(parents=True)
+        broken.write_bytes(content)
+    total = len(students) + len(malformed)
     env = dict(os.environ, LAYERS_GRADER_SECRET=DEMO_SECRET)
     process = subprocess.Popen([sys.executable, "-m", "grader", "autograde", "--course", str(copy), "--workers", "1"],
                                cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -157,17 +157,18 @@ def test_sigkill_halfway_then_rerun_loses_and_duplicates_nothing(demo_run, tmp_p
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
     graded_before = len(list(copy.glob("autograded/*/*/results.json")))
-    assert 2 <= graded_before < len(students) + 1, "the kill came too late to test anything"
+    assert 2 <= graded_before < total, "the kill came too late to test anything"
     rerun = python("-m", "grader", "autograde", "--course", str(copy), env={"LAYERS_GRADER_SECRET": DEMO_SECRET},
                    timeout=300)
     assert rerun.returncode == 0, rerun.stderr
     summary = rerun.stdout.splitlines()[-1]
-    assert summary == f"{len(students) + 1 - graded_before} graded, {graded_before} unchanged since the last run."
+    assert summary == f"{total - graded_before} graded, {graded_before} unchanged since the last run."
     expected = [row for row in db_dump(directory, students) if row["assignment"] == "01_shapes"]
     assert db_dump(copy, students) == expected
-    zed = db_dump(copy, ["zed"])[0]  # the malformed notebook: a recorded zero with the reason
-    assert all(auto in (0.0, None) for _, auto, *_ in zed["grades"])
-    assert all("could not be graded" in text and "invalid JSON" in text for _, text, _ in zed["comments"])
+    for student, (_, reason) in malformed.items():
+        row = db_dump(copy, [student])[0]
+        assert all(auto in (0.0, None) for _, auto, *_ in row["grades"]), student
+        assert all("could not be graded" in text and reason in text for _, text, _ in row["comments"]), student
 
 
 def test_check_of_another_assignments_notebook_says_so(demo_run):

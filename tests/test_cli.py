@@ -78,3 +78,28 @@ def test_module_entry_point_exit_code(tmp_path):
     out = subprocess.run([sys.executable, "-m", "grader", "check", str(tmp_path / "gone.ipynb")], cwd=REPO,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "file not found" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("text, message", [
+    ("course_id: [\n", "not valid YAML"),
+    ("course_id: layers\n", "secret_env: missing required field"),
+    ("- just\n- a list\n", "expected a mapping"),
+])
+@pytest.mark.parametrize("command", [["check", "nb.ipynb"], ["autograde"], ["export", "--csv", "-"]])
+def test_malformed_course_yml_is_a_clear_error_for_every_command(tmp_path, capsys, command, text, message):
+    (tmp_path / "course.yml").write_text(text)
+    write_json(tmp_path / "nb.ipynb", {"cells": [], "nbformat": 4})
+    argv = [arg.replace("nb.ipynb", str(tmp_path / "nb.ipynb")) for arg in command]
+    code, out, err = run_cli(capsys, *argv, "--course", str(tmp_path))
+    assert code == 2 and out == ""
+    assert err.startswith(f"{command[0]}: course.yml") and message in err.splitlines()[0], err
+
+
+def test_demo_refuses_a_malformed_course_yml_before_copying(tmp_path):
+    from grader.course import CourseError
+    from grader.demo import prepare
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "course.yml").write_text("course_id: layers\nlimits: 3\n")
+    with pytest.raises(CourseError, match="course.yml"):
+        prepare(tmp_path / "demo", tmp_path / "repo")
+    assert not (tmp_path / "demo").exists()

@@ -212,7 +212,7 @@ def local_reference(class_course, tmp_path_factory):
     assert all(o.graded for o in outcomes) and len(outcomes) == len(STUDENTS) + len(PARALLEL[1])
     results = results_files(directory)
     assert all(p["status"] != "error" for p in results[f"ada/{PARALLEL[0]}"]["parts"])
-    return gradebook_dump(directory), results_files(directory), directory
+    return gradebook_dump(directory), results, directory
 
 
 @pytest.fixture(scope="module")
