@@ -34,9 +34,9 @@ def main(argv=None) -> int:
     print(lab.describe_device(device), f"| torch {torch.__version__}", flush=True)
     start = time.perf_counter()
     records = []
+    bandwidth = lab.measure_bandwidth(device)  # a plain copy: the same for every precision
     for precision in lab.precisions_for(device):
         peak = lab.measure_peak_flops(device, precision)
-        bandwidth = lab.measure_bandwidth(device)
         print(f"{precision}: measured peak {peak / 1e12:.2f} TFLOP/s, bandwidth {bandwidth / 1e9:.0f} GB/s, "
               f"ridge {peak / bandwidth:.0f} FLOP/byte", flush=True)
         records += lab.run_sweep(shapes, time_fn=time_op, device=device, precision=precision,

@@ -628,10 +628,17 @@ class Builder:
         validate_source(notebook, assignment, self.rel(paths["source"]))
         return notebook
 
-    def expected_files(self, assignment, kind: str) -> dict[Path, bytes]:
+    def stale_copies(self, assignment) -> dict[Path, bytes]:
+        """Copies of the source folder's extra files in assignments/ and solutions/ that are missing or differ."""
         source_dir = self.paths(assignment)["source"].parent
-        target_dir = self.root / ("assignments" if kind == "assignment" else "solutions") / assignment.id
-        return {target_dir / path.relative_to(source_dir): path.read_bytes() for path in _extra_files(source_dir)}
+        copies = {}
+        for path in _extra_files(source_dir):
+            data = path.read_bytes()
+            for folder in ("assignments", "solutions"):
+                target = self.root / folder / assignment.id / path.relative_to(source_dir)
+                if not target.exists() or target.read_bytes() != data:
+                    copies[target] = data
+        return copies
 
     def stale_solution(self, notebook, assignment) -> str | None:
         """Why the stored solution must be rebuilt, or None when it is up to date."""
@@ -672,10 +679,8 @@ class Builder:
             reason = self.stale_solution(notebook, assignment)
             if reason:
                 problems.append(f"{self.rel(paths['solution'])}: {reason}")
-            for kind in ("assignment", "solution"):
-                for path, data in self.expected_files(assignment, kind).items():
-                    if not path.exists() or path.read_bytes() != data:
-                        problems.append(f"{self.rel(path)}: missing or differs from its copy in source/")
+            problems += [f"{self.rel(path)}: missing or differs from its copy in source/"
+                         for path in self.stale_copies(assignment)]
         return problems
 
     def build(self, assignments, force: bool = False, log=print) -> None:
@@ -693,12 +698,10 @@ class Builder:
                 self._write(paths["solution"], self.convert(notebook, assignment, solution_steps()), log)
             else:
                 log(f"{self.rel(paths['solution'])}: up to date")
-            for kind in ("assignment", "solution"):
-                for path, data in self.expected_files(assignment, kind).items():
-                    if not path.exists() or path.read_bytes() != data:
-                        path.parent.mkdir(parents=True, exist_ok=True)
-                        path.write_bytes(data)
-                        log(f"{self.rel(path)}: copied")
+            for path, data in self.stale_copies(assignment).items():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+                log(f"{self.rel(path)}: copied")
 
     def _write(self, path: Path, text: str, log) -> None:
         if path.exists() and path.read_text(encoding="utf-8") == text:

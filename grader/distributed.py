@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from grader.codec import TensorData, Unsupported
+from grader.checks.base import WrongAnswer
+from grader.checks.values import as_array, describe
+from grader.codec import TensorData
 
 KIND_ALIASES = {"column": "column", "split_output_rows": "column", "output_rows": "column",
                 "row": "row", "split_input_columns": "row", "input_columns": "row"}
@@ -49,32 +51,12 @@ class SplitVerification:
     infrastructure_error: str | None = None
 
 
-def _describe(value) -> str:
-    if type(value) is Unsupported:
-        return value.describe()
-    if type(value) in (np.ndarray, TensorData):
-        array = value.array if type(value) is TensorData else value
-        return f"an array of shape {array.shape}"
-    if type(value) in (list, tuple):
-        return f"a {type(value).__name__} of length {len(value)}"
-    return f"a {type(value).__name__}"
-
-
 def _array(value, what: str) -> np.ndarray | str:
     """A finite float64 array, or a sentence saying why `value` is not one."""
-    if type(value) is TensorData:
-        value = value.array
-    if type(value) in (list, tuple):
-        try:
-            value = np.array(value, dtype=np.float64)
-        except (TypeError, ValueError):
-            return f"{what} is a ragged or non-numeric list"
-    if type(value) is not np.ndarray or value.dtype.kind not in "iuf":
-        return f"{what} should be an array of numbers, but is {_describe(value)}"
-    array = value.astype(np.float64)
-    if not np.all(np.isfinite(array)):
-        return f"{what} contains NaN or infinity"
-    return array
+    try:
+        return as_array(value, what)
+    except WrongAnswer as error:
+        return error.feedback.rstrip(".")
 
 
 def _is_matrix(value) -> bool:
@@ -89,7 +71,7 @@ def _is_matrix(value) -> bool:
 def _parse_shards(kind: str, shards, world_size: int):
     """[(W_i, b_i or None)] from the decoded shards, or a sentence saying what is wrong."""
     if type(shards) not in (list, tuple):
-        return f"the shards should be a list, but are {_describe(shards)}"
+        return f"the shards should be a list, but are {describe(shards)}"
     if len(shards) != world_size:
         return f"there should be one shard per rank ({world_size}), but there are {len(shards)}"
     parsed = []
@@ -99,7 +81,7 @@ def _parse_shards(kind: str, shards, world_size: int):
         elif kind == "row":
             weight, bias = _array(shard, f"shard {rank}"), None
         else:
-            return f"shard {rank} should be a pair (W_i, b_i), but is {_describe(shard)}"
+            return f"shard {rank} should be a pair (W_i, b_i), but is {describe(shard)}"
         for item in (weight, bias):
             if type(item) is str:
                 return item
@@ -198,8 +180,7 @@ def verify_split_on_processes(kind: str, shards, X, W, b, world_size: int, timeo
     G = (np.random.default_rng(12345).normal(size=(batch, d_out)) if upstream is None
          else np.asarray(upstream, dtype=np.float64))
     correct = "all_gather" if kind == "column" else "all_reduce"
-    run_shards = [(weight, bias) for weight, bias in parsed] if kind == "column" else [
-        weight if bias is None else (weight, bias) for weight, bias in parsed]
+    run_shards = [weight if bias is None else (weight, bias) for weight, bias in parsed]
     row_biases = kind == "row" and any(bias is not None for _, bias in parsed)
     try:
         run = tensor_parallel_on_processes(kind, run_shards, X, b=None if kind == "column" or row_biases else b,

@@ -244,3 +244,15 @@ def test_rebuilding_an_unchanged_source_changes_nothing_and_runs_nothing(scratch
     out = capsys.readouterr().out
     assert "executing" not in out and out.count("up to date") == 2, out
     assert [(path.read_bytes(), path.stat().st_mtime_ns) for path in generated] == before
+
+
+def test_check_lists_extra_source_files_whose_copies_are_missing_or_differ(scratch, capsys):
+    (scratch / "source" / "01_shapes" / "layer_sizes.csv").write_text("7,73\n", encoding="utf-8")
+    (scratch / "assignments" / "01_shapes" / "layer_sizes.csv").write_text("7,73\n", encoding="utf-8")
+    (scratch / "solutions" / "01_shapes" / "layer_sizes.csv").write_text("1,1\n", encoding="utf-8")
+    err = errors_of(capsys, scratch)
+    assert "solutions/01_shapes/layer_sizes.csv: missing or differs" in err
+    assert "assignments/01_shapes/layer_sizes.csv" not in err
+    builder = build.Builder(scratch, load_course(scratch / "course.yml"))
+    assert builder.stale_copies(builder.course.assignment("01_shapes")) == {
+        scratch / "solutions" / "01_shapes" / "layer_sizes.csv": b"7,73\n"}

@@ -140,11 +140,13 @@ def test_wrong_axis_of_a_rectangular_weight_is_caught_by_shape(kind):
                                     [np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 3))],
                                     [(np.full((2, 4), np.nan), np.zeros(2)), (np.ones((2, 4)), np.zeros(2))],
                                     [(np.ones((2, 4)), None), (np.ones((2, 4)), np.zeros(2))],
-                                    [[[1.0, 2.0], [3.0]], [[1.0], [2.0]]]])
+                                    [[[1.0, 2.0], [3.0]], [[1.0], [2.0]]],
+                                    [([[True] * 4] * 2, [1.0, 1.0]), (np.ones((2, 4)), np.zeros(2))]])
 def test_malformed_shards_get_feedback_without_processes(shards):
     X, W, b, _ = layer(2, 4, 4)
     result = verify_split_on_processes("column", shards, X, W, b, 2)
-    assert not result.ok and not result.ran and result.feedback
+    assert not result.ok and not result.ran
+    assert result.feedback.startswith("The shards could not be run: ") and not result.feedback.endswith("..")
     assert all(code in MISCONCEPTIONS for code in result.misconceptions)
 
 

@@ -56,7 +56,8 @@ class SourceNotebook:
 
     def answer(self, part_id: str, text: str):
         part = self.assignment.part(part_id)
-        assert part.kind != "manual"
+        if part.kind == "manual":
+            raise ValueError(f"part {part_id!r} of {self.assignment.id} is a manual part: write it with manual()")
         cell = new_code_cell(_clean(text))
         cell.metadata["nbgrader"] = {"grade": False, "solution": True, "locked": False,
                                      "grade_id": f"answer_{part_id}", "schema_version": 3}
@@ -74,7 +75,8 @@ class SourceNotebook:
 
     def manual(self, part_id: str, answer: str, scheme: str):
         part = self.assignment.part(part_id)
-        assert part.kind == "manual"
+        if part.kind != "manual":
+            raise ValueError(f"part {part_id!r} of {self.assignment.id} is a {part.kind} part: write it with answer()")
         cell = new_markdown_cell("### BEGIN SOLUTION\n" + _clean(answer) + "\n### END SOLUTION")
         cell.metadata["nbgrader"] = {"grade": True, "solution": True, "locked": False, "points": part.points,
                                      "grade_id": part_id, "schema_version": 3}
