@@ -14,6 +14,7 @@ import io
 import json
 import math
 import struct
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,6 +24,12 @@ MAX_NODES = 20_000
 MAX_STRING = 200_000
 MAX_ARRAY_BYTES = 256 * 2**20
 ARRAY_KINDS = "biuf"
+TOO_LARGE = {"$unsupported": "a structure nested too deeply or too large"}
+INT_TOO_LARGE = "an integer too large to grade"
+
+
+def _too_many_bytes(what: str, nbytes: int) -> dict:
+    return {"$unsupported": f"{what} of {nbytes} bytes, more than the {MAX_ARRAY_BYTES}-byte limit"}
 
 
 class DecodeError(ValueError):
@@ -81,16 +88,18 @@ class _Encoder:
     def __call__(self, value, depth: int = 0):
         self.nodes += 1
         if depth > MAX_DEPTH or self.nodes > MAX_NODES:
-            return {"$unsupported": "a structure nested too deeply or too large"}
+            return TOO_LARGE
         kind = type(value)
         if value is None or kind is bool or kind is str:
             return value if kind is not str else value[:MAX_STRING]
         if kind is int:
-            return value if abs(value) < 2**63 else {"$unsupported": "an integer too large to grade"}
+            return value if abs(value) < 2**63 else {"$unsupported": INT_TOO_LARGE}
         if kind is float:
             return {"$float": repr(value)} if not math.isfinite(value) else value
-        if isinstance(value, np.generic) and kind in _NUMPY_SCALARS:
+        if kind in _NUMPY_SCALARS:
             return self(value.item(), depth)
+        if kind in (list, tuple, dict) and self.nodes + len(value) * (1 + (kind is dict)) > MAX_NODES:
+            return TOO_LARGE  # one record for the whole container, without visiting a million items
         if kind in (list, tuple):
             items = [self(item, depth + 1) for item in value]
             return items if kind is list else {"$tuple": items}
@@ -99,6 +108,8 @@ class _Encoder:
         if kind is np.ndarray:
             if value.dtype.kind not in ARRAY_KINDS:
                 return {"$unsupported": f"a NumPy array of dtype {value.dtype}"}
+            if value.nbytes > MAX_ARRAY_BYTES:  # before copying: a broadcast view can claim terabytes
+                return _too_many_bytes("a NumPy array", value.nbytes)
             contiguous = value if value.flags.c_contiguous else np.ascontiguousarray(value)  # keeps 0-d arrays 0-d
             return {"$ndarray": self.array(contiguous)}
         if kind is CallableSpec:
@@ -114,7 +125,6 @@ _NUMPY_SCALARS = {np.float64, np.float32, np.float16, np.int64, np.int32, np.int
 
 
 def _encode_torch(encoder: _Encoder, value, depth: int):
-    import sys
     torch = sys.modules.get("torch")
     if torch is None:
         return None
@@ -124,6 +134,9 @@ def _encode_torch(encoder: _Encoder, value, depth: int):
         if value.is_complex() or value.is_quantized:
             return {"$unsupported": f"a tensor of dtype {dtype}"}
         try:
+            nbytes = value.numel() * value.element_size()
+            if nbytes > MAX_ARRAY_BYTES:
+                return _too_many_bytes("a tensor", nbytes)
             data = value.detach().cpu()
             if data.dtype in (torch.bfloat16, torch.float16):
                 data = data.float()
@@ -164,6 +177,8 @@ class _Decoder:
         if depth > MAX_DEPTH + 2 or self.nodes > MAX_NODES * 3:
             raise DecodeError("data nested too deeply or too large")
         kind = type(node)
+        if kind is int and abs(node) >= 2**63:
+            return Unsupported(INT_TOO_LARGE)
         if node is None or kind in (bool, int, float, str):
             return node
         if kind is list:
@@ -266,7 +281,7 @@ def loads(data: bytes, max_bytes: int = MAX_ARRAY_BYTES, writable: bool = False)
 
     try:
         header = json.loads(bytes(take()))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+    except (ValueError, RecursionError) as error:  # JSONDecodeError, UnicodeDecodeError, over-long integers
         raise DecodeError(f"unreadable header: {type(error).__name__}: {str(error)[:200]}") from None
     if type(header) is not dict or type(header.get("arrays")) is not int or header["arrays"] < 0:
         raise DecodeError("bad header")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import keyword
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,8 +11,10 @@ from pathlib import Path
 import yaml
 
 KINDS = ("function", "value", "symbolic", "manual")
-ID_PATTERN = re.compile(r"^[A-Za-z0-9_]+$")
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ID_PATTERN = re.compile(r"[A-Za-z0-9_]+")
+ASSIGNMENT_ID_PATTERN = re.compile(r"\d{1,4}_[A-Za-z0-9_]+")
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_MESSAGE = 300  # a value quoted in an error is cut so the message stays one readable line
 DEFAULT_COURSE_FILE = Path(__file__).resolve().parent.parent / "course.yml"
 
 
@@ -53,6 +57,10 @@ class Assignment:
     def max_score(self) -> float:
         return sum(part.points for part in self.parts)
 
+    def key(self, part: Part) -> str:
+        """The part's course-wide name, "assignment.part", as used by checks and hidden tests."""
+        return f"{self.id}.{part.id}"
+
     def part(self, part_id: str) -> Part:
         for part in self.parts:
             if part.id == part_id:
@@ -89,11 +97,27 @@ def _yaml_problem(error: Exception) -> str:
     return f"{where}{problem}"
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key written twice in one mapping instead of keeping the last."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                if key_node.value in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key_node.value!r}",
+                                                            key_node.start_mark)
+                seen.add(key_node.value)
+        return super().construct_mapping(node, deep)
+
+
 class _Reader:
     def __init__(self, path: Path):
         self.path = path
 
     def fail(self, where: str, message: str):
+        if len(message) > MAX_MESSAGE:
+            message = message[:MAX_MESSAGE - 3] + "..."
         raise CourseError(f"{self.path.name}: {where}: {message}")
 
     def field(self, mapping: dict, key: str, where: str, kind, required=True, default=None):
@@ -106,6 +130,17 @@ class _Reader:
         if type(value) is bool and bool not in kinds or not isinstance(value, kinds):
             names = " or ".join(k.__name__ for k in kinds)
             self.fail(f"{where}.{key}" if where else key, f"expected {names}, got {type(value).__name__} {value!r}")
+        return value
+
+    def positive(self, mapping: dict, key: str, where: str, kind, default=None) -> int | float:
+        """A finite number above zero (NaN, infinities and numbers beyond float range are refused)."""
+        value = self.field(mapping, key, where, kind, required=default is None, default=default)
+        try:
+            usable = math.isfinite(value) and value > 0
+        except OverflowError:
+            usable = False
+        if not usable:
+            self.fail(f"{where}.{key}", f"expected a finite positive number, got {value!r:.40}")
         return value
 
     def mapping(self, value, where: str, allowed: set[str]) -> dict:
@@ -122,27 +157,39 @@ def load_course(path: str | Path = DEFAULT_COURSE_FILE) -> Course:
     path = Path(path)
     reader = _Reader(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except FileNotFoundError:
         raise CourseError(f"{path}: file not found") from None
+    except OSError as error:
+        raise CourseError(f"{path}: cannot be read: {error.strerror or error}") from None
+    except RecursionError:
+        raise CourseError(f"{path.name}: not valid YAML: nested too deeply") from None
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise CourseError(f"{path.name}: not valid YAML: {_yaml_problem(error)}") from None
     top = reader.mapping(raw, "top level", {"course_id", "title", "secret_env", "limits", "assignments"})
     course_id = reader.field(top, "course_id", "", str)
+    if not course_id.strip():
+        reader.fail("course_id", "expected a non-empty course id")
     title = reader.field(top, "title", "", str, required=False, default=course_id)
     secret_env = reader.field(top, "secret_env", "", str)
-    if not IDENTIFIER.match(secret_env):
+    if not IDENTIFIER.fullmatch(secret_env):
         reader.fail("secret_env", f"expected an environment variable name, got {secret_env!r}")
     limits = _limits(reader, top.get("limits", {}))
     entries = reader.field(top, "assignments", "", list)
     if not entries:
         reader.fail("assignments", "expected at least one assignment")
-    assignments, seen = [], set()
+    assignments = []
     for index, entry in enumerate(entries):
         assignment = _assignment(reader, entry, f"assignments[{index}]")
-        if assignment.id in seen:
-            reader.fail(f"assignments[{index}].id", f"duplicate assignment id {assignment.id!r}")
-        seen.add(assignment.id)
+        for earlier in assignments:
+            if earlier.id == assignment.id:
+                reader.fail(f"assignments[{index}].id", f"duplicate assignment id {assignment.id!r}")
+            if earlier.number == assignment.number:
+                reader.fail(f"assignments[{index}].id", f"assignment number {assignment.number} is already "
+                                                        f"used by {earlier.id!r}; task numbers would clash")
+            if earlier.notebook == assignment.notebook:
+                reader.fail(f"assignments[{index}].notebook",
+                            f"notebook {assignment.notebook!r} is already used by {earlier.id!r}")
         assignments.append(assignment)
     return Course(course_id, title, secret_env, limits, tuple(assignments), path.resolve())
 
@@ -152,21 +199,18 @@ def _limits(reader: _Reader, raw) -> Limits:
     values = {}
     for key, spec in Limits.__dataclass_fields__.items():
         kind = (int, float) if spec.type == "float" else int
-        value = reader.field(raw, key, "limits", kind, required=False, default=spec.default)
-        if value <= 0:
-            reader.fail(f"limits.{key}", f"expected a positive number, got {value!r}")
-        values[key] = value
+        values[key] = reader.positive(raw, key, "limits", kind, default=spec.default)
     return Limits(**values)
 
 
 def _assignment(reader: _Reader, raw, where: str) -> Assignment:
     raw = reader.mapping(raw, where, {"id", "title", "notebook", "parts"})
     assignment_id = reader.field(raw, "id", where, str)
-    if not re.match(r"^\d+_[A-Za-z0-9_]+$", assignment_id):
+    if not ASSIGNMENT_ID_PATTERN.fullmatch(assignment_id):
         reader.fail(f"{where}.id", f"expected an id like '01_shapes', got {assignment_id!r}")
     title = reader.field(raw, "title", where, str)
     notebook = reader.field(raw, "notebook", where, str)
-    if not notebook.endswith(".ipynb") or "/" in notebook:
+    if not notebook.endswith(".ipynb") or notebook == ".ipynb" or "/" in notebook or "\\" in notebook:
         reader.fail(f"{where}.notebook", f"expected a notebook file name ending in .ipynb, got {notebook!r}")
     entries = reader.field(raw, "parts", where, list)
     if not entries:
@@ -185,16 +229,14 @@ def _assignment(reader: _Reader, raw, where: str) -> Assignment:
 def _part(reader: _Reader, raw, where: str, task: str) -> Part:
     raw = reader.mapping(raw, where, {"id", "kind", "points", "name", "exercises", "seeds"})
     part_id = reader.field(raw, "id", where, str)
-    if not ID_PATTERN.match(part_id):
+    if not ID_PATTERN.fullmatch(part_id):
         reader.fail(f"{where}.id", f"expected letters, digits and underscores, got {part_id!r}")
     kind = reader.field(raw, "kind", where, str)
     if kind not in KINDS:
         reader.fail(f"{where}.kind", f"expected one of {', '.join(KINDS)}, got {kind!r}")
-    points = reader.field(raw, "points", where, (int, float))
-    if points <= 0:
-        reader.fail(f"{where}.points", f"expected a positive number, got {points!r}")
+    points = reader.positive(raw, "points", where, (int, float))
     name = reader.field(raw, "name", where, str, required=False, default=part_id)
-    if not IDENTIFIER.match(name):
+    if not IDENTIFIER.fullmatch(name) or keyword.iskeyword(name):
         reader.fail(f"{where}.name", f"expected a Python identifier, got {name!r}")
     exercises = reader.field(raw, "exercises", where, list, required=False, default=[])
     if not all(type(e) is int and 1 <= e <= 16 for e in exercises):

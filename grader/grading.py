@@ -8,15 +8,11 @@ from grader.result import PartResult, Status
 from grader.seeding import rng_for
 
 
-def part_key(assignment: Assignment, part: Part) -> str:
-    return f"{assignment.id}.{part.id}"
-
-
 def grade_part(assignment: Assignment, part: Part, answer, student: str, secret: str) -> PartResult:
     """Judge one answer: a StudentFunction, decoded data, or text, by the part's kind."""
     if part.kind == "manual":
         return PartResult(part.id, 0.0, part.points, Status.MANUAL,
                           "This answer is graded by your instructor against the mark scheme.")
     ctx = CheckContext(assignment.id, part.id, part.points,
-                       rng_for(secret, student, part_key(assignment, part)), part.task)
+                       rng_for(secret, student, assignment.key(part)), part.task)
     return run_check(ctx, answer)

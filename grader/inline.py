@@ -12,7 +12,7 @@ from __future__ import annotations
 from grader.course import load_course
 from grader.grading import grade_part
 from grader.seeding import grading_secret
-from grader.student import LocalFunction, NotDefined, local_value
+from grader.student import LocalFunction, StudentError, local_value
 
 
 def assert_part(key: str, answer, student: str = "self-check") -> None:
@@ -24,13 +24,10 @@ def assert_part(key: str, answer, student: str = "self-check") -> None:
     course = load_course()
     assignment = course.assignment(assignment_id)
     part = assignment.part(part_id)
-    if part.kind == "function":
-        try:
-            answer = LocalFunction(answer, part.name)
-        except NotDefined as missing:
-            raise AssertionError(missing.reason) from None
-    else:
-        answer = local_value(answer)
+    try:
+        answer = LocalFunction(answer, part.name) if part.kind == "function" else local_value(answer)
+    except StudentError as unreadable:
+        raise AssertionError(unreadable.reason) from None
     result = grade_part(assignment, part, answer, student, grading_secret(course.secret_env))
     print(f"{part.id}: {result.score:g}/{result.max_score:g} ({result.status}) {result.feedback}")
     if result.score < result.max_score:

@@ -92,9 +92,14 @@ def decode_reply(reply: bytes):
             raise StudentCrashed("the answer could not be read")
         raise StudentRaised(str(error.get("type", "Exception")), str(error.get("message", "")),
                             str(error.get("where", "")))
-    mutated = [i for i in data.get("mutated", []) if type(i) is int]
-    returned = [i for i in data.get("returned_input", []) if type(i) is int]
-    return data.get("value"), tuple(mutated), tuple(returned)
+    return data.get("value"), _indices(data, "mutated"), _indices(data, "returned_input")
+
+
+def _indices(reply: dict, key: str) -> tuple[int, ...]:
+    indices = reply.get(key, [])
+    if type(indices) not in (list, tuple):
+        raise StudentCrashed(f"the answer could not be read: {key} is not a list")
+    return tuple(i for i in indices if type(i) is int)
 
 
 class StudentFunction:
@@ -140,5 +145,11 @@ class MissingFunction(StudentFunction):
 
 
 def local_value(value):
-    """A student's variable as a check sees it: the encoded-then-decoded data."""
-    return codec.roundtrip(value)
+    """A student's variable as a check sees it: the encoded-then-decoded data.
+
+    Raises StudentCrashed, as reading it from a student process would, when it is too large to read.
+    """
+    try:
+        return codec.roundtrip(value)
+    except codec.DecodeError as error:
+        raise StudentCrashed(f"the answer could not be read: {error}") from None

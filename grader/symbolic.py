@@ -186,10 +186,14 @@ class _Converter:
         if expr.has(sympy.I):
             self.fail(node, f"{self.source(node)} is not a real number")
         if isinstance(expr, sympy.Rational) and max(expr.p.bit_length(), expr.q.bit_length()) > MAX_NUMBER_BITS:
-            self.fail(node, f"{self.source(node)} is a number too large to be part of this formula")
+            self.too_many_digits(node, abs(expr.p) >= expr.q)
         if value.degree > MAX_DEGREE:
             self.fail(node, f"{self.source(node)} has degree above {MAX_DEGREE}; no answer here needs that")
         return value
+
+    def too_many_digits(self, node, large: bool):
+        self.fail(node, f"{self.source(node)} is a number too {'large' if large else 'small'} "
+                        "to be part of this formula")
 
     def visit_Constant(self, node) -> _Value:
         value = node.value
@@ -300,7 +304,7 @@ class _Converter:
         if isinstance(base.expr, sympy.Rational):
             bits = max(base.expr.p.bit_length(), base.expr.q.bit_length())
             if abs(power) * bits > MAX_NUMBER_BITS:
-                self.fail(node, f"{self.source(node)} is a number too large to be part of this formula")
+                self.too_many_digits(node, (abs(base.expr.p) >= base.expr.q) == (power > 0))
         if base.expr == 0 and power < 0:
             self.fail(node, f"{self.source(node)} divides by zero")
         degree = base.degree * math.ceil(abs(power))

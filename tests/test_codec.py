@@ -124,6 +124,8 @@ def _matrix():
     (lambda: torch.zeros(2, 2).to_sparse(), "cannot be read"),
     (lambda: torch.empty(2, device="meta"), "meta"),
     (lambda: 2**80, "too large"),
+    (lambda: np.broadcast_to(np.zeros(1), (10**6, 10**6)), "8000000000000 bytes, more than the"),
+    (lambda: torch.zeros(1).expand(10**6, 10**6), "a tensor of 4000000000000 bytes"),
     (lambda: np.float128(1.0) if hasattr(np, "float128") else np.longdouble(1.0), "numpy"),
     (lambda: __import__("sympy").Symbol("x"), "sympy"),
 ])
@@ -142,8 +144,11 @@ def test_nesting_and_size_bombs_are_cut_off():
     while type(node) is list and node:
         node = node[0]
     assert type(node) is Unsupported and "nested" in node.describe()
-    wide = codec.roundtrip(list(range(codec.MAX_NODES + 50)))
-    assert type(wide[-1]) is Unsupported
+    largest = list(range(codec.MAX_NODES - 1))
+    assert codec.roundtrip(largest) == largest
+    for wide in (list(range(codec.MAX_NODES)), tuple(range(10**6)), dict.fromkeys(range(codec.MAX_NODES // 2))):
+        back = codec.roundtrip(wide)
+        assert type(back) is Unsupported and "too large" in back.describe()
     cyclic: list = []
     cyclic.append(cyclic)
     assert "nested" in str(codec.roundtrip(cyclic))
@@ -189,10 +194,17 @@ def test_truncated_bytes_fail_cleanly(cut):
     frame({"tree": 1, "arrays": 0}) + b"trailing",
     frame({"tree": 1, "arrays": 1}, npy(np.ones(2)) + b"\0"),
     frame(("[" * 100_000 + "]" * 100_000).encode()),
+    frame(b'{"tree": ' + b"7" * 5000 + b', "arrays": 0}'),
 ])
 def test_malformed_bytes_raise_decode_error(data):
     with pytest.raises(DecodeError):
         codec.loads(data)
+
+
+def test_integers_beyond_64_bits_from_the_wire_are_unsupported():
+    back = codec.loads(frame({"tree": [10**30, 1 - 2**63, 2**63 - 1], "arrays": 0}))
+    assert type(back[0]) is Unsupported and "too large" in back[0].describe()
+    assert back[1:] == [1 - 2**63, 2**63 - 1]
 
 
 def test_pickle_bearing_npy_is_refused():

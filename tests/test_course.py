@@ -39,8 +39,8 @@ def test_every_chapter_exercise_maps_to_a_part(course):
 
 
 def test_every_automatic_part_has_a_registered_check(course):
-    missing = [f"{a.id}.{part.id}" for a in course.assignments for part in a.parts
-               if part.kind != "manual" and f"{a.id}.{part.id}" not in CHECKS]
+    missing = [a.key(part) for a in course.assignments for part in a.parts
+               if part.kind != "manual" and a.key(part) not in CHECKS]
     assert missing == []
 
 
@@ -100,6 +100,19 @@ MALFORMED = [
     ("unknown limit", _set("gpus", 1, where=lambda d: d["limits"]), "limits", "gpus"),
     ("bad secret env", _top("secret_env", "not valid!"), "secret_env", "environment variable"),
     ("assignments not a list", _top("assignments", {"a": 1}), "assignments", "expected list"),
+    ("NaN points", _set("points", float("nan")), "assignments[0].parts[0].points", "finite positive"),
+    ("infinite limit", _set("part_timeout_s", float("inf"), where=lambda d: d["limits"]), "limits.part_timeout_s",
+     "finite positive"),
+    ("points beyond float range", _set("points", 10**400), "assignments[0].parts[0].points", "finite positive"),
+    ("id with a trailing newline", _set("id", "relu\n"), "assignments[0].parts[0].id", "letters"),
+    ("keyword as name", _set("name", "lambda"), "assignments[0].parts[0].name", "identifier"),
+    ("empty course id", _top("course_id", " "), "course_id", "non-empty"),
+    ("assignment number 5000 digits long", _set("id", "9" * 5000 + "_x", where=lambda d: d["assignments"][0]),
+     "assignments[0].id", "01_shapes"),
+    ("repeated assignment number", _set("id", "01_again", where=lambda d: d["assignments"][1]), "assignments[1].id",
+     "already used by '01_shapes'"),
+    ("repeated notebook", _set("notebook", "01_shapes.ipynb", where=lambda d: d["assignments"][1]),
+     "assignments[1].notebook", "already used"),
 ]
 
 
@@ -112,19 +125,28 @@ def test_malformed_course_files_name_file_and_field(tmp_path, raw, label, edit, 
     with pytest.raises(CourseError) as error:
         load_course(path)
     message = str(error.value)
-    assert message.startswith("course.yml: ")
+    assert message.startswith("course.yml: ") and "\n" not in message and len(message) < 400, message
     assert field in message and detail in message, message
 
 
 @pytest.mark.parametrize("text, detail", [("assignments: [unclosed", "not valid YAML"),
                                           ("- just\n- a list\n", "expected a mapping"),
-                                          ("", "expected a mapping")])
+                                          ("", "expected a mapping"),
+                                          ("course_id: a\nsecret_env: S\ncourse_id: b\n",
+                                           "line 3, column 1: duplicate key 'course_id'"),
+                                          ("[" * 5000 + "]" * 5000, "nested too deeply")])
 def test_unreadable_course_files(tmp_path, text, detail):
     path = tmp_path / "course.yml"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(CourseError, match=r"^course\.yml: ") as error:
         load_course(path)
     assert detail in str(error.value)
+
+
+def test_a_directory_is_not_read_as_a_course_file(tmp_path):
+    with pytest.raises(CourseError, match="cannot be read") as error:
+        load_course(tmp_path)
+    assert str(tmp_path) in str(error.value)
 
 
 def test_missing_course_file_names_the_path(tmp_path):

@@ -143,7 +143,8 @@ def test_non_callables_and_missing_functions():
 
 
 @pytest.mark.parametrize("reply", [b"garbage", codec.dumps([1, 2]), codec.dumps({"error": "text"}),
-                                   codec.dumps({"value": 1})[:-1]])
+                                   codec.dumps({"value": 1})[:-1], codec.dumps({"value": 1, "mutated": 5}),
+                                   codec.dumps({"value": 1, "returned_input": None})])
 def test_unreadable_replies_are_crashes(reply):
     with pytest.raises(StudentCrashed):
         decode_reply(reply)
@@ -167,3 +168,12 @@ def test_local_value_is_a_decoded_read_only_copy():
     assert value["n"] == 3 and type(value["n"]) is int
     assert not value["W"].flags.writeable and value["W"] is not original["W"]
     assert type(local_value(np.ones(1).view(np.recarray))) is Unsupported
+
+
+def test_a_value_too_large_to_read_fails_as_it_would_from_a_student_process(monkeypatch):
+    from grader.inline import assert_part
+    monkeypatch.setattr(codec, "roundtrip", lambda value: codec.loads(codec.dumps(value), max_bytes=200))
+    with pytest.raises(StudentCrashed, match="could not be read: answer of .* exceeds the 200-byte limit"):
+        local_value(np.zeros(100))
+    with pytest.raises(AssertionError, match="could not be read"):
+        assert_part("01_shapes.z2_by_hand", np.zeros(100))

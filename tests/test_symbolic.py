@@ -180,6 +180,8 @@ def test_bounds_are_inclusive_at_the_limit():
 def test_sizes_of_intermediate_numbers_are_bounded():
     error = rejected_quickly("(10**12)**16*(10**12)**16")
     assert "too large" in error.message
+    for tiny in ("1e-320", "x*0.0000000001**16", "(10**12)**-16*(10**12)**-16"):
+        assert "too small" in rejected_quickly(tiny).message, tiny
 
 
 # Matrices.
