@@ -197,3 +197,14 @@ def test_time_op_arguments_are_data(ctx_for):
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), True, "536870912", [1.0]])
 def test_non_numbers_and_non_finite_numbers_score_zero(grade, value):
     assert_zero(grade(A, "matmul_flops", LocalFunction(lambda *args: value)))
+
+
+@pytest.mark.parametrize("part, function", [
+    ("arithmetic_intensity", lambda B, i, o, s: np.float32(ref.arithmetic_intensity(B, i, o, s))),
+    ("achieved_flops", lambda B, i, o, t: np.float32(ref.achieved_flops(B, i, o, t))),
+    ("time_op", lambda *args: np.float32(ref.time_op(*args))),
+])
+def test_numbers_right_only_to_float32_precision_are_named_as_such(grade, part, function):
+    result = grade(A, part, LocalFunction(function, part))
+    assert_zero(result, text="as if computed in float32")
+    assert result.misconceptions == ()

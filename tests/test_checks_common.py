@@ -13,7 +13,8 @@ import pytest
 from grader import reference
 from grader.checks.base import WrongAnswer
 from grader.checks.common import (CallWording, call_student, call_text, compare_array, distinct_sizes,
-                                  first_difference, first_differing_index, known_mistake, same)
+                                  first_difference, first_differing_index, known_mistake, reject_float32, same)
+from grader.checks.values import as_int, describe
 from grader.course import load_course
 from grader.reference.validation import float_array, positive_int, positive_number, whole_number
 from grader.result import Status
@@ -178,6 +179,25 @@ def test_a_scalar_model_is_compared_as_an_array():
     with pytest.raises(WrongAnswer) as caught:
         compare_array(6.0, np.array([1.0, 2.0]), "the output", "For x", [(np.float64(6.0), "summed.", "layer-is-one-neuron")])
     assert caught.value.feedback == "For x: summed." and caught.value.misconceptions == ("layer-is-one-neuron",)
+
+
+def test_reject_float32_names_only_float32_rounding():
+    expected = 29.681240365
+    reject_float32(expected, expected, "For x")
+    reject_float32(expected * 2, expected, "For x")
+    feedback = wrong_feedback(lambda: reject_float32(float(np.float32(expected)), expected, "For x"))
+    assert feedback.startswith("For x you returned 29.6812") and "float32" in feedback
+
+
+def test_describe_quotes_strings_so_empty_and_numeric_text_show():
+    assert describe("") == "the string ''" and describe("1.5") == "the string '1.5'"
+    assert describe("x" * 100) == f"the string {'x' * 60!r}..."
+
+
+@pytest.mark.parametrize("value", [3e302, float(2**63), float("inf"), float("nan")])
+def test_as_int_refuses_floats_beyond_the_exact_integers(value):
+    assert "should be an integer" in wrong_feedback(lambda: as_int(value, "the count"))
+    assert as_int(float(2**62), "the count") == 2**62
 
 
 @pytest.mark.parametrize("seed", range(20))

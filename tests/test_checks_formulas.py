@@ -96,13 +96,13 @@ MISCONCEPTIONS = [
     ("03_gradients.grad_W_expr", "W*G", ["grad-wrong-operand"], 0.0),
     ("03_gradients.grad_W_expr", "W", ["grad-wrong-operand"], 0.0),
     ("03_gradients.grad_X_expr", "W.T*G.T", ["grad-transposed"], 0.0),
-    ("03_gradients.grad_X_expr", "G*W.T", ["grad-wrong-operand"], 0.0),
+    ("03_gradients.grad_X_expr", "X*W", ["grad-wrong-operand"], 0.0),
     ("03_gradients.grad_X_expr", "X", ["grad-wrong-operand"], 0.0),
     ("03_gradients.grad_X_expr", "G*W*X.T*X/B", ["grad-wrong-operand"], 0.0),
     ("03_gradients.grad_b_expr", "G", ["bias-grad-not-summed"], 0.0),
     ("03_gradients.grad_b_expr", "G.T", ["bias-grad-not-summed"], 0.0),
     ("03_gradients.grad_b_expr", "G.T*ones/B", ["bias-grad-not-summed"], 0.0),
-    ("03_gradients.grad_b_expr", "ones*G", ["grad-wrong-operand"], 0.0),
+    ("03_gradients.grad_b_expr", "X.T*ones", [], 0.0),
     ("04_tensor_parallel.all_reduce_volume", "0", ["split-needs-no-communication"], 0.0),
     ("04_tensor_parallel.all_reduce_volume", "0*p*B", ["split-needs-no-communication"], 0.0),
     ("05_matmul_benchmark.flops_formula", "B*d_in*d_out", ["flops-missing-factor-2"], 0.0),
@@ -148,6 +148,15 @@ def test_wrong_operand_feedback_names_the_mismatch():
     result = grade("03_gradients.grad_W_expr", "G.T*W")
     assert "G.T (d_out x B)" in result.feedback and "W (d_out x d_in)" in result.feedback
     assert "5x7 times 5x3" in result.feedback
+
+
+@pytest.mark.parametrize("key, text", [("03_gradients.grad_W_expr", "X*G"), ("03_gradients.grad_W_expr", "G*X"),
+                                       ("03_gradients.grad_X_expr", "G*W.T"), ("03_gradients.grad_b_expr", "ones*G"),
+                                       ("03_gradients.grad_b_expr", "G*ones")])
+def test_right_matrices_in_a_shape_mismatch_are_not_called_the_wrong_operand(key, text):
+    result = grade(key, text)
+    assert_zero(result)
+    assert result.misconceptions == () and "do not match" in result.feedback, result
 
 
 def test_mean_bias_gradient_has_its_own_feedback():

@@ -341,3 +341,9 @@ def test_raising_code_scores_zero(part, error):
 @pytest.mark.parametrize("part", PARTS)
 def test_returning_an_input_is_not_accepted(part):
     assert_zero(grade(part, lambda *args: args[-1]))
+
+
+def test_nan_on_arrays_without_shared_zeros_gets_no_hint_about_zeros():
+    result = grade("rel_error", lambda a, b: float("nan"))
+    assert_zero(result, text="nan; expected a finite number")
+    assert "both entries are 0" not in result.feedback

@@ -136,3 +136,9 @@ def test_odd_numbers_score_zero(grade, part, value):
 @pytest.mark.parametrize("part", FUNCTION_PARTS)
 def test_system_exit_is_contained(grade, part):
     assert_zero(grade(A, part, LocalFunction(lambda *args: sys.exit(), part)), text="SystemExit")
+
+
+def test_a_huge_integral_float_is_refused_without_printing_all_its_digits(grade):
+    result = grade("02_parameters", "layer_parameters", LocalFunction(lambda d_in, d_out, bias=True: 3e302))
+    assert_zero(result, text="should be an integer, but is the float 3e+302")
+    assert len(result.feedback) < 200

@@ -182,7 +182,7 @@ WRONG_FUNCTIONS = [
     ("collapse_affine", collapse_without_first_bias, ("missing-bias",), "W2 @ b1 + b2"),
     ("collapse_affine", collapse_without_second_bias, ("missing-bias",), ""),
     ("collapse_affine", collapse_with_relu, ("stacked-affine-is-nonlinear",), ""),
-    ("collapse_affine", collapse_refuses, ("stacked-affine-is-nonlinear",), ""),
+    ("collapse_affine", collapse_refuses, (), "expected a tuple (W, b), but got None"),
     ("collapse_affine", collapse_keeps_both, ("stacked-affine-is-nonlinear",), ""),
     ("collapse_affine", collapse_transposed, ("weight-rows-are-inputs",), ""),
 ]
@@ -204,6 +204,22 @@ def test_wrong_models_score_zero_with_their_code(grade, part, function, codes, t
 ])
 def test_wrong_values_score_zero(grade, part, value, codes):
     assert_zero(grade(A, part, local_value(value)), *codes)
+
+
+def test_returning_none_is_not_taken_for_a_belief_about_stacked_layers(grade):
+    assert grade(A, "collapse_affine", LocalFunction(collapse_refuses)).misconceptions == ()
+
+
+def test_a_batch_size_equal_to_a_layer_size_is_not_blamed_on_the_batch():
+    from grader.checks.shapes import _layer_shape_codes
+    transposed = {"x": (1, 73), "W": (73, 1), "b": (1,), "z": (1, 1)}
+    assert _layer_shape_codes(transposed, 73, 1, 1) == ["weight-rows-are-inputs"]
+    assert "batch-changes-weights" in _layer_shape_codes({**transposed, "W": (5, 1, 73)}, 73, 1, 5)
+
+
+def test_the_whole_vector_as_a_tensor_is_recognised(grade):
+    result = grade(A, "z2_by_hand", local_value(torch.tensor([2.0, 1.5, -1.5], dtype=torch.float64)))
+    assert_zero(result, text="not the whole vector")
 
 
 def test_relu_applied_inside_linear_forward_is_called_out(grade):
@@ -297,3 +313,9 @@ def test_linear_forward_feedback_gives_shapes_not_the_whole_answer(grade):
     result = grade(A, "linear_forward", LocalFunction(off_by_one))
     assert_zero(result, text="first difference")
     assert "shape" in result.feedback
+
+
+def test_torch_sizes_are_refused_with_a_way_out(grade):
+    def answer(d_in, d_out, batch=None):
+        return {key: torch.Size(shape) for key, shape in ref.layer_shapes(d_in, d_out, batch).items()}
+    assert_zero(grade(A, "layer_shapes", LocalFunction(answer)), text="torch.Size. Convert it with tuple(...)")

@@ -135,3 +135,19 @@ def test_nan_outputs_never_pass(grade):
     def nan_forward(X, shards, b):
         return np.full((X.shape[0], b.shape[0]), np.nan)
     assert_zero(grade(A, "row_parallel_forward", LocalFunction(nan_forward)), text="NaN")
+
+
+@pytest.mark.parametrize("part, split", [
+    ("split_output_rows", lambda W, b, n: [(W_i.astype(np.float32), b_i) for W_i, b_i in ref.split_output_rows(W, b, n)]),
+    ("split_output_rows", lambda W, b, n: [(W_i, torch.tensor(b_i, dtype=torch.float32))
+                                           for W_i, b_i in ref.split_output_rows(W, b, n)]),
+    ("split_input_columns", lambda W, n: [torch.tensor(W_i, dtype=torch.float32) for W_i in ref.split_input_columns(W, n)]),
+])
+def test_shards_rounded_to_float32_are_named_before_any_process_starts(grade, part, split):
+    assert_zero(grade(A, part, LocalFunction(split, part)), text="as if converted to float32")
+
+
+def test_a_float32_element_count_is_named_as_such(grade):
+    def in_float32(*args):
+        return np.float32(ref.communication_elements(*args))
+    assert_zero(grade(A, "communication_elements", LocalFunction(in_float32)), text="as if computed in float32")

@@ -167,6 +167,19 @@ def test_rel_error_on_edge_cases(a, b, expected):
     assert rel_error(b, a) == rel_error(a, b)
 
 
+@pytest.mark.parametrize("call, message", [
+    (lambda: numerical_gradient(None, np.ones(2)), "f must be a function"),
+    (lambda: numerical_gradient(np.sum, {"x": 1}), "x must be an array"),
+    (lambda: numerical_gradient(np.sum, np.ones(2), 0), "h must be a finite positive number"),
+    (lambda: numerical_gradient(np.sum, np.ones(2), None), "h must be a positive number"),
+    (lambda: rel_error(np.array([np.nan]), np.ones(1)), "a contains NaN"),
+    (lambda: rel_error(np.ones(1), object()), "b must be an array of real numbers"),
+])
+def test_bad_gradient_inputs_get_a_value_error_naming_the_argument(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
 def test_rel_error_rejects_different_shapes():
     with pytest.raises(ValueError, match=r"\(3,\).*\(2,\)"):
         rel_error(np.zeros(3), np.zeros(2))

@@ -110,6 +110,7 @@ def test_unknown_optimizer_lists_the_known_ones():
     (lambda: count_parameters([5, -1]), r"widths\[1\]"), (lambda: count_parameters(7), "widths"),
     (lambda: output_activations(0, 4), "batch"), (lambda: training_memory_bytes(-5), "n_params"),
     (lambda: training_memory_bytes(5, 0), "bytes_per_value"),
+    (lambda: training_memory_bytes(5, 4, ["adam"]), "unknown optimizer"),
 ])
 def test_bad_arguments_are_named(call, name):
     with pytest.raises(ValueError, match=name):

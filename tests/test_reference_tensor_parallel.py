@@ -173,6 +173,8 @@ def test_communication_elements_values():
     (lambda: ref.column_parallel_forward(np.ones((2, 3)), [(np.ones((2, 4)), np.ones(2))]), "rank 0"),
     (lambda: ref.row_parallel_forward(np.ones((2, 3)), [np.ones((2, 2))], np.ones(2)), "do not fit"),
     (lambda: ref.row_parallel_forward(np.ones((2, 3)), [np.ones((2, 3))], np.full(2, np.nan)), "NaN"),
+    (lambda: ref.column_row_block(np.ones((2, 3)), np.ones((4, 3)), np.ones(3), np.ones((2, 4)), np.ones(2), 2),
+     "b1 (3,)"),
 ])
 def test_bad_input_gets_a_clear_value_error(call, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -16,7 +16,7 @@ import numpy as np
 
 from grader import fakes
 from grader.checks.base import WrongAnswer, check
-from grader.checks.common import CallWording, call_student, reject_known_mistakes, same
+from grader.checks.common import CallWording, call_student, reject_float32, reject_known_mistakes, same
 from grader.checks.values import as_float, describe
 from grader.codec import CallableSpec
 from grader.reference import benchmark as ref
@@ -62,6 +62,7 @@ def expect_number(answer, args: tuple, names: tuple[str, ...], expected: float, 
     got = as_float(call_student(answer, args, names, NUMBER_CALLS), what)
     if same(got, expected):
         return
+    reject_float32(got, expected, inputs)
     setting = f"{inputs} you returned {got:{digits}}"
     reject_known_mistakes(got, expected, [(value, setting + rest, *codes) for value, rest, *codes in mistakes])
     raise WrongAnswer(setting + advice)
@@ -341,6 +342,7 @@ def check_time_op(answer, ctx):
         got = as_float(value, "The time")
         if same(got, expected):
             continue
+        reject_float32(got, expected, f"On {scenario.about},")
         if scenario.repeat % 2 == 0:
             durations = [scenario.launch_overhead + d for d in scenario.durations[scenario.warmup:][:scenario.repeat]]
             if any(same(got, middle(durations, upper)) for upper in (True, False)):

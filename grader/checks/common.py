@@ -3,7 +3,8 @@
 - `call_student` calls a student function once and turns a raised error, a mutated input or an
   input returned as-is into a clear zero (`WrongAnswer`); `CallWording` lets a part word those
   three cases its own way, or let them through.
-- `same`, `compare_array` and `first_difference` compare an answer with the reference in float64.
+- `same`, `compare_array` and `first_difference` compare an answer with the reference in float64;
+  `reject_float32` names a number that is right only to float32 precision.
 - A wrong model is a tuple `(value, feedback, *codes)`: the value a known wrong formula gives on
   the same inputs, the feedback that explains it and its misconception codes. `known_mistake`
   finds the first one an answer matches; `reject_known_mistakes` raises it.
@@ -99,6 +100,18 @@ def same(got, expected) -> bool:
     if isinstance(expected, np.ndarray):
         return isinstance(got, np.ndarray) and close(got, expected)
     return type(got) is float and math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def reject_float32(got: float, expected: float, setting: str) -> None:
+    """Raise WrongAnswer when the number `got` misses `expected` only by float32 rounding.
+
+    Such a number prints like the right one, so the feedback ("<setting> you returned ...") says what
+    differs instead of showing two equal-looking numbers.
+    """
+    if not same(got, expected) and math.isclose(got, expected, rel_tol=1e-5):
+        raise WrongAnswer(f"{setting} you returned {got!r}, right to only about 7 significant digits, as if computed "
+                          "in float32. Keep the computation in float64 (Python floats and NumPy's default dtype; "
+                          "torch tensors are float32 unless told otherwise).")
 
 
 def known_mistake(got, expected, models) -> tuple[str, tuple[str, ...]] | None:

@@ -13,6 +13,7 @@ name the misconception. sympy is imported only when an answer is graded.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 
 from grader.checks.base import WrongAnswer, check
@@ -232,7 +233,9 @@ def _read_answer(key: str, answer, ctx):
     try:
         expr = parse(text)
     except symbolic.ShapeMismatch as error:
-        raise WrongAnswer(f"In `{spec.variable}`, {error.message}. {spec.hint}", "grad-wrong-operand") from None
+        named = set(re.findall(r"[A-Za-z_]\w*", text)) & set(spec.matrices)
+        codes = ("grad-wrong-operand",) if _uses_other_matrices(key, named) else ()
+        raise WrongAnswer(f"In `{spec.variable}`, {error.message}. {spec.hint}", *codes) from None
     except symbolic.SymbolicError as error:
         if error.unknown_name in spec.off_limits:
             feedback, codes = spec.off_limits[error.unknown_name]
@@ -298,6 +301,12 @@ def _matrix_names(expr) -> set[str]:
     return {symbol.name for symbol in expr.free_symbols if isinstance(symbol, sympy.MatrixSymbol)}
 
 
+def _uses_other_matrices(key: str, used: set[str]) -> bool:
+    """Whether an answer built from the matrices `used` differs in them from the model answers (ones aside)."""
+    answers = _declared(key)[2]
+    return used - {"ones"} != set().union(*map(_matrix_names, answers)) - {"ones"}
+
+
 def grade_matrix(key: str, answer, ctx):
     """Judge a matrix expression by shape first, then by value on random matrices."""
     from grader import symbolic
@@ -323,7 +332,7 @@ def grade_matrix(key: str, answer, ctx):
                           f"have the shape of what it differentiates, {wanted}. {spec.hint}", "grad-transposed")
     if tuple(expr.shape) in accepted_shapes:
         used = _matrix_names(expr)
-        if used - {"ones"} != set().union(*map(_matrix_names, answers)) - {"ones"}:
+        if _uses_other_matrices(key, used):
             raise WrongAnswer(f"`{spec.variable}` = {text!r} has the right shape, {shape}, but is built from "
                               f"{', '.join(sorted(used)) or 'no matrices'}. {spec.hint}", "grad-wrong-operand")
         raise WrongAnswer(f"`{spec.variable}` = {text!r} has the right shape and uses the right matrices, but its "

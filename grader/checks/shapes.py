@@ -47,7 +47,7 @@ def _layer_shape_codes(shapes: dict, d_in: int, d_out: int, batch) -> list[str]:
         codes.append("weight-rows-are-inputs")
     if d_in != d_out and b == (d_in,):
         codes.append("bias-per-input")
-    if batch is not None and (W != expected["W"] and batch in W or b != expected["b"] and batch in b):
+    if batch not in (None, d_in, d_out) and (W != expected["W"] and batch in W or b != expected["b"] and batch in b):
         codes.append("batch-changes-weights")
     leading = () if batch is None else (batch,)
     single_output = {leading, leading + (1,)}
@@ -104,7 +104,8 @@ Z2_SLIPS = {
 def check_z2_by_hand(answer, ctx):
     reject_unanswered(answer, "z2_by_hand", ctx)
     expected = float(ref.linear_forward(RUNNING_X, RUNNING_W, RUNNING_B)[1])
-    if type(answer) in (list, tuple) and len(answer) == 3 or type(answer) is np.ndarray and answer.size == 3:
+    vector = answer.array if type(answer) is TensorData else answer
+    if type(vector) in (list, tuple) and len(vector) == 3 or type(vector) is np.ndarray and vector.size == 3:
         raise WrongAnswer("z2_by_hand should be one number, the second pre-activation z_2, not the whole vector.")
     value = as_float(answer, "z2_by_hand")
     if abs(value - expected) <= 1e-9:
@@ -321,7 +322,7 @@ def check_collapse_affine(answer, ctx):
         args = (W1, b1, W2, b2)
         context = f"For {show_args(names, args)}"
         got = call_student(answer, args, names)
-        if got is None or type(got) in (tuple, list) and len(got) == 4:
+        if type(got) in (tuple, list) and len(got) == 4:
             raise WrongAnswer(f"{context}: collapse_affine returned {describe(got)}. Two affine layers with "
                               "nothing between them always equal one affine layer: return (W, b) with "
                               "W2 @ (W1 @ x + b1) + b2 == W @ x + b.", "stacked-affine-is-nonlinear")

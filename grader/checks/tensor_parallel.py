@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from grader.checks.base import WrongAnswer, check
-from grader.checks.common import CallWording, call_student, first_differing_index, reject_known_mistakes, same
+from grader.checks.common import (CallWording, call_student, first_difference, first_differing_index,
+                                  reject_float32, reject_known_mistakes, same)
 from grader.checks.values import as_array, as_float, describe
 from grader.reference import tensor_parallel as ref
 
@@ -82,10 +83,24 @@ def block_models(W: np.ndarray, n: int, axis: int, name: str, expected: list):
     ]
 
 
+def require_exact_copies(got: list, expected: list, label: str) -> None:
+    """Shards only copy entries of W (or b): values within float64 tolerance yet not equal were rounded.
+
+    `label` names shard {rank} in the feedback. Rounded shards (float32, say) would fail the runs on
+    real processes with numbers that print alike, so they are named here.
+    """
+    for rank, (block, want) in enumerate(zip(got, expected)):
+        if block is not None and not np.array_equal(block, want):
+            raise WrongAnswer(f"{label.format(rank=rank)} holds the entries only approximately "
+                              f"({first_difference(block, want, rtol=0, atol=0)}), as if converted to float32. "
+                              "Splitting only copies entries: keep the input's float64 dtype.")
+
+
 def check_blocks(got_blocks: list, W: np.ndarray, n: int, axis: int, name: str, label: str) -> None:
     """Compare a student's blocks of W with numpy.array_split(W, n, axis) and explain any difference."""
     expected = np.array_split(W, n, axis=axis)
     if same(got_blocks, expected):
+        require_exact_copies(got_blocks, expected, label)
         return
     reject_known_mistakes(got_blocks, expected, block_models(W, n, axis, name, expected))
     shapes_fit = all(block.ndim == 2 and block.shape[1 - axis] == W.shape[1 - axis] for block in got_blocks)
@@ -132,6 +147,7 @@ def check_split_output_rows(answer, ctx):
         biases = [None if b_i is None else as_array(b_i, f"b_{rank}") for rank, (_, b_i) in enumerate(got)]
         expected = [b_i for _, b_i in ref.split_output_rows(W, b, n)]
         if same(biases, expected):
+            require_exact_copies(biases, expected, "b_{rank} (the biases of rank {rank})")
             continue
         reject_known_mistakes(biases, expected, [
             ([b] * n, f"Every rank got the whole bias vector (shape {b.shape}). Rank i owns only its output units, so "
@@ -298,6 +314,7 @@ def check_communication_elements(answer, ctx):
         if same(got, expected):
             continue
         setting = f"For {collective} with B = {batch}, d_out = {d_out} and p = {p} ranks (N = B*d_out = {batch * d_out})"
+        reject_float32(got, expected, setting)
         if p == 1:
             raise WrongAnswer(f"{setting} you returned {got:g}. A single rank already holds the whole output and "
                               f"sends nothing: return 0.")

@@ -26,6 +26,8 @@ def describe(value) -> str:
         return f"nn.Linear({value.in_features}, {value.out_features})"
     if type(value) in (list, tuple, dict):
         return f"a {type(value).__name__} of length {len(value)}"
+    if type(value) is str:
+        return f"the string {value[:60]!r}" + ("..." if len(value) > 60 else "")
     return f"the {type(value).__name__} {str(value)[:60]}"
 
 
@@ -64,10 +66,10 @@ def as_array(value, what: str, shape: tuple | None = None, allow_tensor: bool = 
 
 
 def as_int(value, what: str) -> int:
-    """An exact integer from int, an integral float, or a 0-d integer array."""
+    """An exact integer from int, an integral float below 2**63 (the codec's bound on ints), or a 0-d integer array."""
     if type(value) is np.ndarray and value.shape == () and value.dtype.kind in "iu":
         value = int(value)
-    if type(value) is float and math.isfinite(value) and value == int(value):
+    if type(value) is float and abs(value) < 2**63 and value == int(value):
         value = int(value)
     if type(value) is not int:
         raise WrongAnswer(f"{what} should be an integer, but is {describe(value)}.")
@@ -91,7 +93,8 @@ def as_float(value, what: str) -> float:
 def as_shape(value, what: str) -> tuple[int, ...]:
     """A shape tuple: a tuple or list of non-negative integers."""
     if type(value) not in (tuple, list) or not all(type(item) is int and item >= 0 for item in value):
-        raise WrongAnswer(f"{what} should be a tuple of integers like (6, 4), but is {describe(value)}.")
+        hint = " Convert it with tuple(...)." if type(value) is Unsupported and value.type_name == "torch.Size" else ""
+        raise WrongAnswer(f"{what} should be a tuple of integers like (6, 4), but is {describe(value)}.{hint}")
     return tuple(value)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.reference.validation import float_array
+from grader.reference.validation import float_array, positive_number
 
 
 def linear_backward(G: np.ndarray, X: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -39,12 +39,15 @@ def numerical_gradient(f, x: np.ndarray, h: float = 1e-5) -> np.ndarray:
     Inputs:
     - f: a function taking an array of x's shape and returning a float.
     - x: the point, an array of any shape (D1, ..., Dk); it is left unchanged.
-    - h: the step added to and subtracted from one entry at a time.
+    - h: the step added to and subtracted from one entry at a time, a positive number.
 
     Returns an array of x's shape (float64) whose entry i is (f(x + h e_i) - f(x - h e_i)) / (2h).
     The error is O(h^2) from truncation plus O(eps * |f| / h) from rounding.
     """
-    point = np.array(x, dtype=np.float64, copy=True)
+    if not callable(f):
+        raise ValueError(f"f must be a function of x, got {type(f).__name__}")
+    point = float_array(x, "x").copy()
+    h = positive_number(h, "h")
     gradient = np.zeros_like(point)
     for index in np.ndindex(point.shape):
         original = point[index]
@@ -68,9 +71,9 @@ def rel_error(a: np.ndarray, b: np.ndarray) -> float:
 
     Returns a float in [0, 1]: symmetric in a and b, 0 when they are equal (also where both
     are 0, and for empty arrays), 1 where one entry is 0 and the other is not or where the
-    signs are opposite. Raises ValueError when the shapes differ.
+    signs are opposite. Raises ValueError when the shapes differ or an entry is not a finite number.
     """
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    a, b = float_array(a, "a"), float_array(b, "b")
     if a.shape != b.shape:
         raise ValueError(f"rel_error needs arrays of the same shape, got {a.shape} and {b.shape}")
     if a.size == 0:

@@ -78,7 +78,7 @@ def training_memory_bytes(n_params: int, bytes_per_value: int = 4, optimizer: st
     """
     n_params = positive_int(n_params, "n_params")
     bytes_per_value = positive_int(bytes_per_value, "bytes_per_value")
-    if optimizer not in OPTIMIZER_BUFFERS:
+    if not isinstance(optimizer, str) or optimizer not in OPTIMIZER_BUFFERS:
         known = ", ".join(repr(name) for name in OPTIMIZER_BUFFERS)
         raise ValueError(f"unknown optimizer {optimizer!r}; known optimizers: {known}")
     return n_params * bytes_per_value * (2 + OPTIMIZER_BUFFERS[optimizer])

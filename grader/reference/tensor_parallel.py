@@ -159,11 +159,13 @@ def column_row_block(X, W1, b1, W2, b2, n: int, activation=None) -> tuple[np.nda
     """
     X = float_array(X, "X", (2,))
     W1 = float_array(W1, "W1", (2,))
+    b1 = float_array(b1, "b1", (1,))
     W2 = float_array(W2, "W2", (2,))
     b2 = float_array(b2, "b2", (1,))
-    if W1.shape[1] != X.shape[1] or W2.shape[1] != W1.shape[0] or b2.shape[0] != W2.shape[0]:
-        raise ValueError(f"shapes do not chain: X {X.shape}, W1 {W1.shape}, W2 {W2.shape}, b2 {b2.shape}; expected "
-                         f"X (B, d_in), W1 (d_hidden, d_in), W2 (d_out, d_hidden), b2 (d_out,)")
+    if (W1.shape[1] != X.shape[1] or b1.shape[0] != W1.shape[0] or W2.shape[1] != W1.shape[0]
+            or b2.shape[0] != W2.shape[0]):
+        raise ValueError(f"shapes do not chain: X {X.shape}, W1 {W1.shape}, b1 {b1.shape}, W2 {W2.shape}, b2 {b2.shape}; "
+                         f"expected X (B, d_in), W1 (d_hidden, d_in), b1 (d_hidden,), W2 (d_out, d_hidden), b2 (d_out,)")
     partials = []
     for (W1_i, b1_i), W2_i in zip(split_output_rows(W1, b1, n), split_input_columns(W2, n)):
         hidden_i = X @ W1_i.T + b1_i
