@@ -8,7 +8,8 @@ results.json (the record that makes reruns idempotent, with the notebook's diges
 notebook for formgrader, and feedback/<student>/<assignment>/<notebook>.html.
 
 A rerun re-grades a submission only when its notebook changed, the course secret changed, its
-results are missing from the gradebook or results.json, or --force is given; a run killed halfway
+results are missing from the gradebook or results.json, the grader itself failed on it last time
+(not the notebook: e.g. the sandbox could not start), or --force is given; a run killed halfway
 loses and duplicates nothing.
 
 With --dask ADDRESS the same loop hands submissions to the workers of a Dask cluster instead of
@@ -64,7 +65,7 @@ def run(args) -> int:
         outcomes = autograde(course, course_dir, db_url=args.db, assignment_ids=args.assignments or None,
                              students=args.student or None, workers=args.workers, force=args.force,
                              dask=args.dask)
-    except (CourseError, GradebookError, AutogradeError, FileNotFoundError) as error:
+    except (CourseError, GradebookError, AutogradeError, OSError) as error:  # OSError: e.g. an unreadable folder
         print(f"autograde: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -125,7 +126,7 @@ def find_submissions(course, course_dir: Path, assignment_ids=None, students=Non
             assignment = known[folder.name]
             path = folder / assignment.notebook
             if not path.is_file():
-                others = sorted(folder.glob("*.ipynb"))
+                others = sorted(p for p in folder.glob("*.ipynb") if p.is_file() and not p.name.startswith("."))
                 if len(others) == 1:
                     warn(f"autograde: {folder.relative_to(course_dir)} has {others[0].name} instead of "
                          f"{assignment.notebook}; grading it")
@@ -153,7 +154,7 @@ def failed_result(course, assignment_id: str, path: Path, student: str, error: s
     parts = [PartResult(p.id, 0.0, p.points, Status.MANUAL if p.kind == "manual" else Status.ERROR,
                         "graded by your instructor" if p.kind == "manual" else f"Not graded: {error}")
              for p in course.assignment(assignment_id).parts]
-    return SubmissionResult(str(path), assignment_id, student, parts, error)
+    return SubmissionResult(str(path), assignment_id, student, parts, error, retry=True)
 
 
 def output_paths(course_dir: Path, job: Job, course) -> dict[str, Path]:
@@ -166,11 +167,19 @@ def output_paths(course_dir: Path, job: Job, course) -> dict[str, Path]:
 
 
 def read_previous(path: Path) -> dict | None:
+    """The results.json of an earlier run, or None when it is missing or not one this version wrote."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
-    return data if isinstance(data, dict) and data.get("version") == RESULTS_VERSION else None
+    if not isinstance(data, dict) or data.get("version") != RESULTS_VERSION:
+        return None
+    parts = data.get("parts")
+    if not isinstance(parts, list) or not all(isinstance(part, dict) for part in parts):
+        return None
+    if not all(type(data.get(key)) in (int, float) for key in ("score", "max_score")):
+        return None
+    return data
 
 
 def secret_fingerprint(secret: str) -> str:
@@ -179,11 +188,15 @@ def secret_fingerprint(secret: str) -> str:
     return hmac.new(secret.encode(), b"autograde results", hashlib.sha256).hexdigest()[:16]
 
 
-def still_valid(previous: dict | None, job: Job, stored: dict | None, fingerprint: str | None = None) -> bool:
+def unchanged(previous: dict | None, job: Job, fingerprint: str) -> bool:
+    """True when results.json holds a finished grading of this very notebook with this secret."""
+    return (previous is not None and previous.get("digest") == job.digest
+            and previous.get("secret") == fingerprint and not previous.get("retry"))
+
+
+def still_valid(previous: dict | None, job: Job, stored: dict | None, fingerprint: str) -> bool:
     """True when results.json and the gradebook both hold this very notebook's grades."""
-    if previous is None or stored is None or previous.get("digest") != job.digest:
-        return False
-    if fingerprint is not None and previous.get("secret") != fingerprint:
+    if stored is None or not unchanged(previous, job, fingerprint):
         return False
     for part in previous.get("parts", []):
         if part.get("status") != "manual" and stored.get(part.get("id")) != part.get("score"):
@@ -231,9 +244,7 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
     previous_by_job = {job: read_previous(output_paths(course_dir, job, course)["results"]) for job in jobs}
     fingerprint = secret_fingerprint(secret)
     starter = None
-    if dask is None and (force or any(
-            previous_by_job[job] is None or previous_by_job[job].get("digest") != job.digest
-            or previous_by_job[job].get("secret") != fingerprint for job in jobs)):
+    if dask is None and (force or not all(unchanged(previous_by_job[job], job, fingerprint) for job in jobs)):
         starter = _SandboxStarter(sandbox_factory, course.limits)
     outcomes: list[Outcome] = []
     try:
@@ -278,10 +289,10 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
                                                 changed=changed)
                 except Exception as error:  # e.g. a locked or read-only database: stop, nothing half-written
                     raise AutogradeError(f"cannot write {job.student}/{job.assignment} to the gradebook: "
-                                         f"{type(error).__name__}: {error}") from error
+                                         f"{gb_module.describe_error(error)}") from error
                 data = result.to_dict()
                 data.update(version=RESULTS_VERSION, digest=job.digest, secret=fingerprint,
-                            seconds=round(seconds, 3))
+                            seconds=round(seconds, 3), retry=result.retry)
                 paths = output_paths(course_dir, job, course)
                 feedback.write(paths["results"], json.dumps(data, indent=1, default=str) + "\n")
                 feedback.write(paths["feedback"], feedback.render(course, result, course_dir))
@@ -402,11 +413,10 @@ def _ordered(outcomes: list[Outcome], jobs: list[Job]) -> list[Outcome]:
 
 def _copy_for_formgrader(job: Job, paths: dict[str, Path]) -> None:
     """formgrader shows autograded/<student>/<assignment>/<notebook>.ipynb for manual grading."""
+    from grader.submission import NotebookError, load_notebook
     try:
-        data = json.loads(job.path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        load_notebook(job.path)
+    except NotebookError:
         return
     paths["notebook"].parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(job.path, paths["notebook"])

@@ -236,6 +236,7 @@ def result_to_wire(result) -> dict:
     """A SubmissionResult as JSON-ready data, with the answers the gradebook needs."""
     data = result.to_dict()
     data["answers"] = dict(getattr(result, "answers", {}) or {})
+    data["retry"] = result.retry
     return data
 
 
@@ -292,7 +293,8 @@ def result_from_wire(data, course, assignment_id: str, student: str, notebook_pa
         raise RemoteGradingError("the answers are not a mapping from part ids to text")
     answers = {key: _text(value, f"the answer to {key}", MAX_REPLY_CHARS) for key, value in answers.items()}
     return SubmissionResult(notebook_path, assignment_id, student, parts, error,
-                            [_text(warning, "a warning") for warning in warnings], answers)
+                            [_text(warning, "a warning") for warning in warnings], answers,
+                            retry=data.get("retry") is True)
 
 
 # --- the driver side ------------------------------------------------------------------------------

@@ -100,7 +100,13 @@ def open_gradebook(db_url: str, course_id: str):
         _create_schema(db_url)
         return Gradebook(db_url, course_id=course_id)
     except Exception as error:  # sqlalchemy raises many types; all mean "cannot use this URL"
-        raise GradebookError(f"cannot open the gradebook {db_url}: {type(error).__name__}: {error}") from None
+        raise GradebookError(f"cannot open the gradebook {db_url}: {describe_error(error)}") from None
+
+
+def describe_error(error: BaseException) -> str:
+    """`Type: message` on one line (SQLAlchemy appends the SQL statement and a link on further lines)."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 
 def notebook_name(assignment) -> str:

@@ -33,14 +33,11 @@ class Unusable(Exception):
 
 def detect_assignment(course, notebook_path: Path) -> str:
     """The assignment id of a notebook: by its answer cells' grade_ids, else by its file name."""
+    from grader.submission import NotebookError, load_notebook
     try:
-        data = json.loads(notebook_path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise Unusable(f"{notebook_path} is not a notebook (not UTF-8 text)") from None
-    except ValueError as error:
-        raise Unusable(f"{notebook_path} is not a notebook (invalid JSON: {error})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise Unusable(f"{notebook_path} is not a notebook (no list of cells)")
+        data = load_notebook(notebook_path)
+    except NotebookError as error:
+        raise Unusable(str(error)) from None
     grade_ids = set()
     for cell in data["cells"]:
         meta = cell.get("metadata") if isinstance(cell, dict) else None

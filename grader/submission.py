@@ -41,6 +41,7 @@ class SubmissionResult:
     warnings: list[str] = field(default_factory=list)
     answers: dict[str, str] = field(default_factory=dict)
     output: str = ""
+    retry: bool = False   # the grader, not the notebook, failed: the next autograde run grades it again
 
     @property
     def score(self) -> float:
@@ -98,8 +99,8 @@ def _cell(raw, index: int) -> Cell:
                 nbgrader.get("grade") is True, tags)
 
 
-def read_notebook(path: str | Path, what: str = "the notebook") -> list[Cell]:
-    """The cells of an nbformat-4 notebook file; NotebookError says clearly what is wrong."""
+def load_notebook(path: str | Path, what: str = "the notebook") -> dict:
+    """A notebook file's JSON object, which holds a list of cells; NotebookError says clearly what is wrong."""
     path = Path(path)
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
@@ -120,10 +121,20 @@ def read_notebook(path: str | Path, what: str = "the notebook") -> list[Cell]:
         raise NotebookError(f"{what} {path.name} is not a notebook: invalid JSON ({error})") from None
     if type(notebook) is not dict or type(notebook.get("cells")) is not list:
         raise NotebookError(f"{what} {path.name} is not a Jupyter notebook: it has no list of cells")
+    return notebook
+
+
+def read_notebook(path: str | Path, what: str = "the notebook") -> list[Cell]:
+    """The cells of an nbformat-4 notebook file; NotebookError says clearly what is wrong."""
+    path = Path(path)
+    notebook = load_notebook(path, what)
     if notebook.get("nbformat") != 4:
         raise NotebookError(f"{what} {path.name} has nbformat {notebook.get('nbformat')!r}; "
                             "expected a version 4 notebook")
-    return [_cell(raw, index) for index, raw in enumerate(notebook["cells"])]
+    try:
+        return [_cell(raw, index) for index, raw in enumerate(notebook["cells"])]
+    except NotebookError as error:
+        raise NotebookError(f"{what} {path.name}: {error}") from None
 
 
 def _answer_id(part: Part) -> str:
@@ -194,7 +205,7 @@ class _Grading:
     def plan(self, source_cells: list[Cell]) -> list[tuple[str, object]]:
         """Steps: ("cell", (label, source)) and ("grade", part), in source order."""
         parts = {f"answer_{part.id}": part for part in self.assignment.parts if part.kind != "manual"}
-        steps, placed = [], set()
+        steps, placed = [], {part.id for part in self.assignment.parts if part.kind == "manual"}
         for cell in source_cells:
             if cell.cell_type != "code" or ILLUSTRATION_TAG in cell.tags:
                 continue
@@ -293,6 +304,7 @@ def grade_submission(course: Course, assignment_id: str, notebook_path, student:
         source_cells = read_notebook(source, "the course's source notebook")
     except NotebookError as error:
         result.error = f"The course is missing its source notebook for {assignment.id}: {error}"
+        result.retry = True
         result.parts = _failed(parts, Status.ERROR, "Not graded: the course's source notebook is unavailable.")
         return result
     grading = _Grading(assignment, student, secret)
@@ -306,15 +318,19 @@ def grade_submission(course: Course, assignment_id: str, notebook_path, student:
     result.answers = dict(grading.answers)
     owned = sandbox is None
     try:
+        for part in parts:
+            if part.kind == "manual":  # needs no student process, so no sandbox failure can lose it
+                grading.results[part.id] = grading.grade(part)
         if owned:
             sandbox = Sandbox(course.limits)
             sandbox.start()
         _grade_in_session(grading, sandbox, source_cells, course, Path(notebook_path))
     except SandboxError as error:
-        result.error = f"The grader could not run this notebook safely: {error}"
+        result.error, result.retry = f"The grader could not run this notebook safely: {error}", True
     except Exception:
         log.exception("grading %s for %s failed", notebook_path, student)
         result.error = "The grader failed on this notebook (an internal error was logged for your instructor)."
+        result.retry = True
     finally:
         if owned and sandbox is not None:
             sandbox.close()

@@ -139,6 +139,7 @@ def test_sigkill_halfway_then_rerun_loses_and_duplicates_nothing(demo_run, tmp_p
         shutil.copytree(directory / "submitted" / student / "01_shapes", copy / "submitted" / student / "01_shapes")
     malformed = {"zed": (b'{"cells": [ this is not json', "invalid JSON"),  # a recorded zero with the reason
                  "yan": (b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "not UTF-8"),
+                 "wex": (b"[" * 100_000 + b"]" * 100_000, "invalid JSON"),
                  "xia": ((directory / "submitted" / "ada" / "02_parameters" / "02_parameters.ipynb").read_bytes(),
                          "none of the answer cells of assignment 01_shapes")}
     for student, (content, _) in malformed.items():
@@ -169,6 +170,15 @@ def test_sigkill_halfway_then_rerun_loses_and_duplicates_nothing(demo_run, tmp_p
         row = db_dump(copy, [student])[0]
         assert all(auto in (0.0, None) for _, auto, *_ in row["grades"]), student
         assert all("could not be graded" in text and reason in text for _, text, _ in row["comments"]), student
+
+
+def test_check_refuses_a_deeply_nested_file_in_one_line(tmp_path):
+    path = tmp_path / "deep.ipynb"
+    path.write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    checked = python("-m", "grader", "check", str(path), timeout=60)
+    assert checked.returncode == 2 and checked.stdout == ""
+    assert checked.stderr.startswith("check: ") and "invalid JSON" in checked.stderr
+    assert checked.stderr.count("\n") == 1
 
 
 def test_check_of_another_assignments_notebook_says_so(demo_run):

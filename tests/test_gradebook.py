@@ -57,7 +57,7 @@ def notebook_for(assignment, answers: dict[str, str] | None = None, source: bool
         cells.append(_cell("code", body, solution=True, grade=False, locked=False, grade_id=f"answer_{part.id}"))
         tests = "assert True\n"
         if source:
-            tests += f"### BEGIN HIDDEN TESTS\nfrom grader.inline import assert_part\nassert_part('{assignment.id}.{part.id}', {part.name})\n### END HIDDEN TESTS"
+            tests += f"### BEGIN HIDDEN TESTS\nfrom grader.inline import assert_part\nassert_part('{assignment.key(part)}', {part.name})\n### END HIDDEN TESTS"
         cells.append(_cell("code", tests, solution=False, grade=True, locked=True, points=part.points,
                            grade_id=part.id))
     for index, cell in enumerate(cells):
@@ -292,15 +292,22 @@ def test_malformed_notebook_is_a_recorded_zero_and_the_batch_goes_on(tmp_path):
     assert all("could not be graded" in (text or "") for _, text, _ in row["comments"])
     ada = next(o for o in outcomes if o.job.student == "ada")
     assert ada.result["score"] == ada.result["max_score"] - 1  # all but the manual point
+    _, grader = run_fake(course_dir)
+    assert grader.calls == [("bob", "01_shapes")]  # the grader failed there, not the notebook: tried again
 
 
 def test_unknown_folder_and_missing_notebook_are_reported(tmp_path):
     course_dir = make_course(tmp_path / "course", assignments=("01_shapes",))
     (course_dir / "submitted" / "ada" / "99_nope").mkdir()
     (course_dir / "submitted" / "dee" / "01_shapes").mkdir(parents=True)
+    write_json(course_dir / "submitted" / "dee" / "01_shapes" / "._01_shapes.ipynb", {"cells": []})
+    (course_dir / "submitted" / "eve" / "01_shapes" / "01_shapes.ipynb").mkdir(parents=True)
     outcomes, _ = run_fake(course_dir)
     log = (course_dir / "progress.log").read_text()
     assert "99_nope" in log and "not an assignment" in log
+    assert "instead of" not in log  # neither a hidden file nor a folder is taken for the notebook
+    eve = next(o for o in outcomes if o.job.student == "eve")
+    assert eve.result["score"] == 0 and eve.result["error"]
     dee = next(o for o in outcomes if o.job.student == "dee")
     assert dee.result["score"] == 0 and dee.result["error"]
 
@@ -348,3 +355,37 @@ def test_export_csv_matches_gradebook(graded, tmp_path):
     auto_points = sum(p.points for a in course.assignments[:2] for p in a.parts if p.kind != "manual")
     assert float(ada["total"]) == auto_points
     assert int(ada["needs_manual_grade"]) == sum(p.kind == "manual" for a in course.assignments[:2] for p in a.parts)
+
+
+def test_a_file_that_is_not_a_database_is_a_one_line_error(tmp_path):
+    junk = tmp_path / "gradebook.db"
+    junk.write_text("these are not the grades you are looking for\n")
+    with pytest.raises(gbm.GradebookError) as raised:
+        gbm.open_gradebook(f"sqlite:///{junk}", "course")
+    message = str(raised.value)
+    assert "not a database" in message and str(junk) in message and "\n" not in message
+
+
+@pytest.mark.parametrize("damage", ['{"version": 1, "parts": [1, 2]}', '{"version": 1, "parts": [], "score": "10"}',
+                                    "[" * 100_000, "\xff\xfe"])
+def test_a_damaged_results_file_means_grade_again(tmp_path, damage):
+    course_dir = make_course(tmp_path / "course", assignments=("01_shapes",))
+    run_fake(course_dir)
+    (course_dir / "autograded" / "bob" / "01_shapes" / ag.RESULTS_FILE).write_text(damage, encoding="latin-1")
+    outcomes, grader = run_fake(course_dir)
+    assert grader.calls == [("bob", "01_shapes")]
+    assert next(o for o in outcomes if o.job.student == "bob").result["max_score"] > 0
+
+
+def test_an_unreadable_submissions_folder_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    course_dir = make_course(tmp_path / "course", assignments=("01_shapes",))
+
+    def refuse(*_, **__):
+        raise PermissionError(13, "Permission denied", str(course_dir / "submitted" / "bob"))
+    monkeypatch.setattr(ag, "find_submissions", refuse)
+
+    class Args:
+        course, assignments, student, workers, db, force, dask = str(course_dir), [], [], None, None, False, None
+    assert ag.run(Args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("autograde: ") and "Permission denied" in err and err.count("\n") == 1

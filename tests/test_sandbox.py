@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ from attacks import kit
 from grader.codec import LinearData, TensorData, Unsupported
 from grader.course import load_course
 from grader.result import Status
-from grader.sandbox import RemoteFunction, Sandbox, hidden_paths
+from grader.sandbox import RemoteFunction, Sandbox, SandboxError, hidden_paths
 from grader.sandbox import runner
 from grader.sandbox.isolation import SYSTEM_TREES, processes_of
 from grader.student import LocalFunction, NotDefined, StudentCrashed, StudentRaised, StudentTimeout
@@ -260,6 +261,7 @@ def test_process_tree_is_gone_after_the_session(sandbox):
 @needs_root
 def test_fork_bomb_is_capped_and_cleaned_up(sandbox):
     live = sandbox.session()
+    live.limits = dataclasses.replace(live.limits, part_timeout_s=20)  # ~100 forks of a warm interpreter, on a busy machine
     live.start()
     bomb = ("import os\nn = 0\nwhile True:\n    try:\n        pid = os.fork()\n    except OSError:\n"
             "        break\n    if pid == 0:\n        import time\n        time.sleep(300)\n        os._exit(0)\n    n += 1\n")
@@ -292,8 +294,11 @@ def test_hanging_cell_is_skipped_and_state_replayed(session):
 def test_exiting_cell_is_skipped_with_its_exit_status(session):
     assert run(session, "a = 1").ok
     died = run(session, "import os\nos._exit(7)", "<cell exit>")
-    assert died.status == "crashed" and "status 7" in died.message
+    assert died.status == "crashed" and died.message.endswith("the process exited with status 7")
     assert run(session, "b = a + 1").ok and session.value("b") == 2
+    cut = run(session, "import os\nos.close(3)", "<cell cut>")
+    assert cut.status == "crashed" and "closed or overwrote the process's connection to the grader" in cut.message
+    assert run(session, "c = b + 1").ok and session.value("c") == 3
 
 
 def test_crash_inside_a_call_costs_only_that_call(session):
@@ -481,6 +486,18 @@ def test_notebook_of_another_assignment_is_rejected(course, sandbox, tmp_path):
     assert [p.id for p in result.parts] == [p.id for p in course.assignment(kit.ASSIGNMENT).parts]
     assert all(p.score == 0 and p.status == Status.ERROR and "none of the answer cells" in p.feedback
                for p in result.parts)
+
+
+def test_a_sandbox_failure_keeps_the_free_text_answer_and_asks_for_a_regrade(course, tmp_path):
+    class NoSessions:
+        warnings: list[str] = []
+
+        def session(self, **_):
+            raise SandboxError("no student process can start")
+    result = grade(course, NoSessions(), kit.write_submission(tmp_path / "a.ipynb"))
+    assert "could not run this notebook safely: no student process can start" in result.error and result.retry
+    assert kit.part(result, "explain").status == Status.MANUAL
+    assert all(p.score == 0 and p.status == Status.ERROR for p in result.parts if p.id != "explain")
 
 
 def test_deleted_answer_cells_cost_only_their_parts(course, sandbox, tmp_path):

@@ -32,6 +32,7 @@ from grader import codec
 from grader.course import Limits
 from grader.sandbox import protocol
 from grader.sandbox.isolation import SAFE_PATH
+from grader.sandbox.zygote import LOOP_FAILED_EXIT
 from grader.student import NotDefined, StudentCrashed, StudentError, StudentTimeout
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -407,6 +408,8 @@ class Session:
             except ValueError:
                 name = f"signal {number}"
             return f"the process was killed by {name}{SIGNAL_HINTS.get(number, '')}"
+        if status.get("exit") == LOOP_FAILED_EXIT:
+            return "the student code closed or overwrote the process's connection to the grader"
         if "exit" in status:
             return f"the process exited with status {status['exit']}"
         return "the process closed its connection to the grader"

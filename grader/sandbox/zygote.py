@@ -35,6 +35,7 @@ GUARDED = {"builtins": None, "json": None, "struct": None, "io": None, "os": Non
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 CONTROL_BYTES = 1 << 20
 MAGIC_LINE = re.compile(r"^(\s*)[%!].*$", re.MULTILINE)
+LOOP_FAILED_EXIT = 71  # the student process's request loop ended without the grader closing it
 
 
 def preload() -> list[str]:
@@ -246,7 +247,7 @@ class Zygote:
             try:
                 _student_process(config, fds[0], fds[1], self.control)
             finally:
-                os._exit(71)
+                os._exit(LOOP_FAILED_EXIT)
         return {"pid": pid}
 
     def kill_user(self, uid: int) -> dict:
