@@ -126,9 +126,15 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", default=None, help="build the courses here and keep them")
     args = parser.parse_args(argv)
 
+    if args.students < 1 or args.workers < 1:
+        parser.error("--students and --workers must be at least 1")
     course = load_course(REPO / "course.yml")
-    assignment_ids = args.assignments or [a.id for a in course.assignments
-                                          if (REPO / "source" / a.id / a.notebook).is_file()]
+    with_source = [a.id for a in course.assignments if (REPO / "source" / a.id / a.notebook).is_file()]
+    assignment_ids = args.assignments or with_source
+    unknown = [a for a in assignment_ids if a not in with_source]
+    if unknown or not assignment_ids:
+        parser.error(f"--assignments must name assignments with a source notebook ({', '.join(with_source)}), "
+                     f"not {', '.join(unknown) or 'none'}")
     students = benchmark_class(args.students)
     root = Path(args.keep or tempfile.mkdtemp(prefix="autograde-bench-"))
     bin_dir = Path(sys.executable).parent

@@ -90,9 +90,17 @@ def read_notebook(path: Path, label: str | None = None):
         raise BuildError(f"{label}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})") from None
     if type(raw) is not dict or raw.get("nbformat") != 4 or type(raw.get("cells")) is not list:
         raise BuildError(f"{label}: not an nbformat 4 notebook (expected a JSON object with nbformat 4 and a list of cells)")
+    if type(raw.get("metadata", {})) is not dict:
+        raise BuildError(f"{label}: the notebook's metadata should be a JSON object")
     for index, cell in enumerate(raw["cells"]):
         if type(cell) is not dict or cell.get("cell_type") not in ("code", "markdown", "raw"):
             raise BuildError(f"{label}: cell {index + 1} is not a code, markdown or raw cell")
+        metadata = cell.get("metadata", {})
+        nbgrader = metadata.get("nbgrader", {}) if type(metadata) is dict else {}
+        if type(nbgrader) is not dict:
+            raise BuildError(f"{label}: cell {index + 1}: metadata.nbgrader should be a JSON object, not {nbgrader!r}")
+        if type(nbgrader.get("grade_id", "")) is not str:
+            raise BuildError(f"{label}: cell {index + 1}: nbgrader grade_id should be a string, not {nbgrader['grade_id']!r}")
     try:
         notebook = nbformat.reads(text, as_version=4)
         nbformat.validate(notebook)
@@ -234,7 +242,7 @@ def _validate_part(notebook, assignment, part, by_grade_id: dict, label: str) ->
             raise BuildError(f"{answer_where}: should define `def {part.name}(...)`")
     elif not any(isinstance(node, (ast.Assign, ast.AnnAssign)) and part.name in _assigned_names(node) for node in tree.body):
         raise BuildError(f"{answer_where}: should assign `{part.name} = ...`")
-    key = f"{assignment.id}.{part.id}"
+    key = assignment.key(part)
     test_source = _text(cells[test].source)
     test_where = f"{label}: {cell_label(test, cells[test])}"
     hidden = _regions(test_source, HIDDEN_MARKERS, test_where)

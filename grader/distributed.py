@@ -180,12 +180,16 @@ def verify_split_on_processes(kind: str, shards, X, W, b, world_size: int, timeo
     G = (np.random.default_rng(12345).normal(size=(batch, d_out)) if upstream is None
          else np.asarray(upstream, dtype=np.float64))
     correct = "all_gather" if kind == "column" else "all_reduce"
-    run_shards = [weight if bias is None else (weight, bias) for weight, bias in parsed]
     row_biases = kind == "row" and any(bias is not None for _, bias in parsed)
     try:
-        run = tensor_parallel_on_processes(kind, run_shards, X, b=None if kind == "column" or row_biases else b,
+        run = tensor_parallel_on_processes(kind, parsed, X, b=None if kind == "column" or row_biases else b,
                                            upstream=G, combine=combine or correct, timeout=timeout,
                                            start_method=start_method)
+    except ValueError as error:  # the shapes fit the split, so only a modelled wrong collective gets here
+        if combine in (None, correct):
+            raise
+        return result(False, f"The ranks' blocks cannot be joined with {combine}: {error}. The ranks must use "
+                      f"{correct}.", ["split-needs-no-communication"])
     except (DistributedTimeout, DistributedRunError) as error:
         return result(False, "The split could not be checked on processes (a grader problem, not your answer).",
                       infrastructure_error=str(error)[:2000])

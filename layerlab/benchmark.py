@@ -10,6 +10,7 @@ where a CUDA GPU is present, on the GPU in fp32, tf32 and bf16.
 from __future__ import annotations
 
 import contextlib
+import math
 import statistics
 import time
 
@@ -40,15 +41,39 @@ def describe_device(device: str) -> str:
     return f"CPU: {torch.get_num_threads()} thread(s), float32 (no CUDA GPU found, so the benchmark runs on the CPU)"
 
 
+def dtype_of(precision: str) -> torch.dtype:
+    """The torch dtype a precision name stores its tensors in; ValueError for an unknown name."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+    return PRECISIONS[precision]
+
+
 def bytes_per_element(precision: str) -> int:
-    return torch.finfo(PRECISIONS[precision]).bits // 8
+    return torch.finfo(dtype_of(precision)).bits // 8
+
+
+def _count(value, what: str, minimum: int = 1) -> int:
+    """`value` as an int >= minimum, or a ValueError naming `what`."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{what} should be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _measured(value, what: str) -> float:
+    """`value` as a finite float > 0 (seconds, FLOPs, bytes), or a ValueError naming `what`."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number) or number <= 0:
+        raise ValueError(f"{what} should be a positive finite number, got {value!r}")
+    return number
 
 
 @contextlib.contextmanager
 def matmul_precision(precision: str):
     """Within the block, float32 matmuls on a GPU use TF32 tensor cores iff precision == 'tf32'."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+    dtype_of(precision)
     saved = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     try:
@@ -68,8 +93,9 @@ def make_matmul(batch: int, d_in: int, d_out: int, device: str = "cpu", precisio
     Inputs: batch B, d_in, d_out; X (B, d_in) and W (d_out, d_in) are random, on `device`, in
     the dtype of `precision`. Returns fn() -> Z of shape (B, d_out).
     """
+    batch, d_in, d_out = (_count(n, name) for n, name in ((batch, "batch"), (d_in, "d_in"), (d_out, "d_out")))
+    dtype = dtype_of(precision)
     generator = torch.Generator().manual_seed(seed)
-    dtype = PRECISIONS[precision]
     X = torch.randn(batch, d_in, generator=generator).to(device=device, dtype=dtype)
     W = torch.randn(d_out, d_in, generator=generator).to(device=device, dtype=dtype)
     return lambda: torch.nn.functional.linear(X, W)
@@ -81,6 +107,7 @@ def reference_time(fn, device: str = "cpu", warmup: int = 3, repeat: int = 10) -
     On a GPU each run is timed with CUDA events (recorded on the stream around the call); on the
     CPU with time.perf_counter.
     """
+    warmup, repeat = _count(warmup, "warmup", 0), _count(repeat, "repeat")
     for _ in range(warmup):
         fn()
     samples = []
@@ -108,7 +135,8 @@ def measure_peak_flops(device: str = "cpu", precision: str = "fp32", size: int |
     Two sizes are tried unless `size` is given, and the fastest of `repeat` runs of each is
     taken: a ceiling is the best the device reaches.
     """
-    sizes = [size] if size else ([4096, 8192] if device.startswith("cuda") else [1024, 2048])
+    sizes = [_count(size, "size")] if size is not None else ([4096, 8192] if device.startswith("cuda") else [1024, 2048])
+    repeat = _count(repeat, "repeat")
     best = 0.0
     with matmul_precision(precision):
         for n in sizes:
@@ -120,7 +148,8 @@ def measure_peak_flops(device: str = "cpu", precision: str = "fp32", size: int |
 
 def measure_bandwidth(device: str = "cpu", megabytes: int | None = None, repeat: int = 3) -> float:
     """Bytes per second of a large tensor copy (each byte read once and written once): the memory ceiling."""
-    megabytes = megabytes or (1024 if device.startswith("cuda") else 64)
+    megabytes = _count(megabytes, "megabytes") if megabytes is not None else (1024 if device.startswith("cuda") else 64)
+    repeat = _count(repeat, "repeat")
     source = torch.empty(megabytes * 2**20 // 4, dtype=torch.float32, device=device).uniform_()
     target = torch.empty_like(source)
     seconds = min(reference_time(lambda: target.copy_(source), device, warmup=1, repeat=3) for _ in range(repeat))
@@ -163,13 +192,19 @@ def run_sweep(shapes, time_fn=None, device: str = "cpu", precision: str = "fp32"
     records = []
     element_bytes = bytes_per_element(precision)
     with matmul_precision(precision):
-        for batch, d_in, d_out in shapes:
+        for shape in shapes:
+            if not isinstance(shape, (tuple, list)) or len(shape) != 3:
+                raise ValueError(f"each shape should be a (B, d_in, d_out) triple, got {shape!r}")
+            batch, d_in, d_out = shape
             fn = make_matmul(batch, d_in, d_out, device, precision)
             if time_fn is None:
                 seconds = reference_time(fn, device, warmup, repeat)
             else:
-                seconds = float(time_fn(fn, warmup, repeat, time.perf_counter, synchronizer(device)))
-            flops, moved = flops_fn(batch, d_in, d_out), bytes_fn(batch, d_in, d_out, element_bytes)
+                seconds = _measured(time_fn(fn, warmup, repeat, time.perf_counter, synchronizer(device)),
+                                    f"the seconds {_name(time_fn)} returned for shape {shape}")
+            flops = _measured(flops_fn(batch, d_in, d_out), f"the FLOPs {_name(flops_fn)} returned for shape {shape}")
+            moved = _measured(bytes_fn(batch, d_in, d_out, element_bytes),
+                              f"the bytes {_name(bytes_fn)} returned for shape {shape}")
             record = {"batch": batch, "d_in": d_in, "d_out": d_out, "precision": precision, "device": device,
                       "seconds": seconds, "flops": flops, "bytes": moved, "intensity": flops / moved,
                       "achieved": flops / seconds}
@@ -178,6 +213,10 @@ def run_sweep(shapes, time_fn=None, device: str = "cpu", precision: str = "fp32"
                 record["bound"] = "memory" if record["intensity"] < peak_flops / bandwidth else "compute"
             records.append(record)
     return records
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
 
 
 def format_table(records, peak_flops: float | None = None) -> str:
@@ -199,6 +238,10 @@ def roofline_plot(records, peak_flops: float, bandwidth: float, ax=None, title: 
     """
     import matplotlib.pyplot as plt
 
+    if not records:
+        raise ValueError("roofline_plot needs at least one record from run_sweep")
+    _measured(peak_flops, "peak_flops")
+    _measured(bandwidth, "bandwidth")
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 5))
     intensities = np.array([r["intensity"] for r in records])

@@ -7,8 +7,9 @@ order. `tensor_parallel_on_processes` uses it to run a column- or row-parallel l
 from shards given as data, forward and backward, with the f/g communication pair written as
 `torch.autograd.Function`s. `time_collectives` and `fit_alpha_beta` measure the collectives.
 
-Results travel back through a multiprocessing queue, so they must be picklable (NumPy arrays,
-numbers, strings). Every run has a deadline: when it passes, the rank processes are killed.
+Results are pickled in the rank and travel back as bytes through a multiprocessing queue, so
+they must be picklable (NumPy arrays, tensors, numbers, strings). Every run has a deadline:
+when it passes, the rank processes are killed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import pickle
 import shutil
 import signal
 import socket
@@ -76,7 +78,12 @@ def _rank_main(worker, rank: int, world_size: int, init_file: str, timeout: floa
                                 world_size=world_size, timeout=timedelta(seconds=max(timeout, 1.0)))
         value = worker(rank, world_size, *args)
         dist.barrier()  # nobody leaves before every rank is connected and done
-        results.put((rank, "ok", value))
+        try:  # by value here: the rank exits at once, so nothing may be left to fetch from it later
+            payload = pickle.dumps(value)
+        except Exception as error:
+            raise TypeError(f"the worker returned {type(value).__name__}, which cannot be sent back to the "
+                            f"parent ({error}); return NumPy arrays, numbers or strings") from None
+        results.put((rank, "ok", payload))
     except BaseException as error:  # reported to the parent, which raises DistributedRunError
         results.put((rank, "error", f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=6)}"))
     finally:
@@ -114,8 +121,8 @@ def run_on_processes(worker, world_size: int, args: tuple = (), timeout: float =
     """
     if type(world_size) is not int or world_size < 1:
         raise ValueError(f"world_size must be a positive integer, got {world_size!r}")
-    if not timeout > 0:
-        raise ValueError(f"timeout must be positive, got {timeout!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.number)) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     context = multiprocessing.get_context(start_method or default_start_method())
     folder = tempfile.mkdtemp(prefix="layerlab-gloo-")
     init_file = os.path.join(folder, "rendezvous")
@@ -136,22 +143,23 @@ def run_on_processes(worker, world_size: int, args: tuple = (), timeout: float =
             try:
                 rank, status, value = results.get(timeout=min(remaining, 0.5))
             except Empty:
-                dead = [p for rank, p in enumerate(processes) if rank not in received
-                        and p.exitcode is not None]
-                if dead:
-                    with contextlib.suppress(Empty):  # its result may still be in the pipe
-                        rank, status, value = results.get(timeout=1.0)
-                        received[rank] = (status, value)
-                        continue
+                dead = [p for index, p in enumerate(processes) if index not in received and p.exitcode is not None]
+                if not dead:
+                    continue
+                try:  # its result may still be in the pipe
+                    rank, status, value = results.get(timeout=1.0)
+                except Empty:
                     raise DistributedRunError(f"{dead[0].name} exited with code {dead[0].exitcode} "
-                                              "before reporting a result")
-                continue
+                                              "before reporting a result") from None
             if status == "error":
-                raise DistributedRunError(f"rank {rank} failed: {value}")
-            received[rank] = (status, value)
+                crashed = [p for index, p in enumerate(processes) if index not in received and index != rank
+                           and p.exitcode not in (None, 0)]
+                cause = "".join(f"{p.name} exited with code {p.exitcode} first; " for p in crashed)
+                raise DistributedRunError(f"{cause}rank {rank} failed: {value}")
+            received[rank] = value
         for process in processes:
             process.join(timeout=max(0.1, min(EXIT_GRACE_S, deadline - time.monotonic())))
-        return [received[rank][1] for rank in range(world_size)]
+        return [pickle.loads(received[rank]) for rank in range(world_size)]
     finally:
         for process in processes:
             if process.is_alive():
@@ -250,48 +258,78 @@ def _numpy(tensor: torch.Tensor | None):
 def _tensor_parallel_rank(rank: int, world_size: int, kind: str, X, shards, b, upstream, combine: str) -> dict:
     """One rank's share of a split layer, forward then backward of sum(Z * upstream).
 
-    Column kind: shards[r] = (W_r (rows_r, d_in), b_r (rows_r,)); every rank sees all of X.
-    Row kind: shards[r] = W_r (d_out, cols_r) or (W_r, b_r) when a rank adds its own bias;
-    rank r sees X's column block r; `b` (d_out,) is added once after the reduction.
+    shards[r] = (W_r, b_r or None). Column kind: W_r (rows_r, d_in), and every rank sees all of
+    X. Row kind: W_r (d_out, cols_r), rank r sees X's column block r, b_r (d_out,) is a bias the
+    rank adds itself before the reduction, and `b` (d_out,) is added once after it.
     Returns this rank's output Z, dL/dX, and the gradients of its own shard.
     """
     X = _tensor(X).requires_grad_(True)
     G = _tensor(upstream)
-    shard = shards[rank]
-    weight, bias = (shard if isinstance(shard, (tuple, list)) else (shard, None))
-    weight = _tensor(weight).requires_grad_(True)
-    bias = None if bias is None else _tensor(bias).requires_grad_(True)
+    weight, bias = (None if part is None else _tensor(part).requires_grad_(True) for part in shards[rank])
     if kind == "column":
-        sizes = [int(np.shape(pair[0])[0]) for pair in shards]
         local = CopyToRanks.apply(X) if combine != "none" else X
-        Z_local = local @ weight.T + (bias if bias is not None else 0.0)
-        if combine == "all_gather":
-            Z = GatherFromRanks.apply(Z_local, sizes)
-        elif combine == "all_reduce":
-            Z = ReduceFromRanks.apply(Z_local)
-        else:
-            Z = Z_local
     else:
-        sizes = [int(np.shape(item[0] if isinstance(item, (tuple, list)) else item)[1]) for item in shards]
-        X_local = SplitToRanks.apply(X, sizes)
-        partial = X_local @ weight.T + (bias if bias is not None else 0.0)
-        if combine == "all_reduce":
-            Z = ReduceFromRanks.apply(partial)
-        elif combine == "all_gather":
-            Z = GatherFromRanks.apply(partial, [int(partial.shape[-1])] * world_size)
-        else:
-            Z = partial
-        shared_bias = None if b is None else _tensor(b).requires_grad_(True)
-        if shared_bias is not None and Z.shape[-1] == shared_bias.shape[0]:
-            Z = Z + shared_bias
-    G_used = G if tuple(G.shape) == tuple(Z.shape) else torch.ones_like(Z)
-    (Z * G_used).sum().backward()
-    result = {"Z": _numpy(Z), "dX": _numpy(X.grad), "dW": _numpy(weight.grad),
-              "db": _numpy(bias.grad) if bias is not None else None,
-              "weight_shape": tuple(weight.shape), "upstream_matched": G_used is G}
-    if kind == "row":
-        result["db_shared"] = _numpy(shared_bias.grad) if shared_bias is not None and shared_bias.grad is not None else None
-    return result
+        local = SplitToRanks.apply(X, [int(np.shape(W_r)[1]) for W_r, _ in shards])
+    Z_local = local @ weight.T + (bias if bias is not None else 0.0)
+    if combine == "all_gather":
+        Z = GatherFromRanks.apply(Z_local, [int(np.shape(W_r)[0]) for W_r, _ in shards])
+    elif combine == "all_reduce":
+        Z = ReduceFromRanks.apply(Z_local)
+    else:
+        Z = Z_local
+    shared_bias = None if kind == "column" or b is None else _tensor(b).requires_grad_(True)
+    if shared_bias is not None and Z.shape[-1] == shared_bias.shape[0]:
+        Z = Z + shared_bias
+    (Z * (G if G.shape == Z.shape else torch.ones_like(Z))).sum().backward()
+    return {"Z": _numpy(Z), "dX": _numpy(X.grad), "dW": _numpy(weight.grad),
+            "db": _numpy(bias.grad) if bias is not None else None,
+            "db_shared": _numpy(shared_bias.grad) if shared_bias is not None else None,
+            "weight_shape": tuple(weight.shape)}
+
+
+def _checked_shards(kind: str, shards, X: np.ndarray, b, upstream, combine: str):
+    """[(W_i, b_i or None)] in float64, b and upstream as float64 arrays, all checked against X.
+
+    A shard is a weight W_i, or a pair (W_i, b_i) whose first item is 2-D. Raises ValueError
+    naming the shard or argument whose shape does not fit the split.
+    """
+    if X.ndim != 2:
+        raise ValueError(f"X should be 2-D (B, d_in), but has shape {X.shape}")
+    if not isinstance(shards, (list, tuple)) or not shards:
+        got = "an empty list" if isinstance(shards, (list, tuple)) else type(shards).__name__
+        raise ValueError(f"shards should be a list with one shard per rank, got {got}")
+    batch, d_in = X.shape
+    pairs = []
+    for rank, shard in enumerate(shards):
+        is_pair = isinstance(shard, (tuple, list)) and len(shard) == 2 and np.ndim(shard[0]) == 2
+        weight, bias = shard if is_pair else (shard, None)
+        try:
+            weight = np.asarray(weight, dtype=np.float64)
+            bias = None if bias is None else np.asarray(bias, dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"shard {rank} is not made of rectangular arrays of numbers ({error})") from None
+        if weight.ndim != 2:
+            raise ValueError(f"shard {rank}'s weight should be 2-D, but has shape {weight.shape}")
+        if bias is not None and bias.shape != weight.shape[:1]:
+            raise ValueError(f"shard {rank}'s bias should have shape {weight.shape[:1]}, not {bias.shape}")
+        if kind == "column" and weight.shape[1] != d_in:
+            raise ValueError(f"shard {rank}'s weight has shape {weight.shape}; a column-parallel shard needs "
+                             f"{d_in} columns, one per input feature of X {X.shape}")
+        pairs.append((weight, bias))
+    rows, columns = ([weight.shape[axis] for weight, _ in pairs] for axis in (0, 1))
+    if kind == "row" and (len(set(rows)) > 1 or sum(columns) != d_in):
+        raise ValueError(f"the row-parallel shards have shapes {[w.shape for w, _ in pairs]}; they need the same "
+                         f"number of output rows and columns adding up to X's {d_in} input features")
+    if combine == "all_reduce" and len(set(rows)) > 1:
+        raise ValueError(f"all_reduce sums equal-sized blocks, but the shards have {rows} rows")
+    d_out = sum(rows) if kind == "column" else rows[0]
+    b = None if b is None else np.asarray(b, dtype=np.float64)
+    if b is not None and b.shape != (d_out,):
+        raise ValueError(f"b should have shape ({d_out},), not {b.shape}")
+    upstream = np.ones((batch, d_out)) if upstream is None else np.asarray(upstream, dtype=np.float64)
+    if upstream.shape != (batch, d_out):
+        raise ValueError(f"upstream should have shape {(batch, d_out)} (dL/dZ), not {upstream.shape}")
+    return pairs, b, upstream
 
 
 @dataclass
@@ -328,30 +366,22 @@ def tensor_parallel_on_processes(kind: str, shards, X, b=None, upstream=None, co
     - combine: how ranks combine their results: "all_gather", "all_reduce" or "none"
       (default: all_gather for column, all_reduce for row).
 
-    Returns a TensorParallelRun. Raises ValueError for a bad kind or combine, and the errors of
-    `run_on_processes`.
+    Returns a TensorParallelRun. Raises ValueError for a bad kind or combine, or shapes that do
+    not fit together (naming the shard), and the errors of `run_on_processes`.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     combine = combine or ("all_gather" if kind == "column" else "all_reduce")
     if combine not in COMBINES:
         raise ValueError(f"combine must be one of {COMBINES}, got {combine!r}")
-    shards = [tuple(np.asarray(part, dtype=np.float64) for part in shard) if isinstance(shard, (tuple, list))
-              else np.asarray(shard, dtype=np.float64) for shard in shards]
     X = np.asarray(X, dtype=np.float64)
-    if upstream is None:
-        width = sum(np.shape(s[0])[0] for s in shards) if kind == "column" else np.shape(
-            shards[0][0] if isinstance(shards[0], tuple) else shards[0])[0]
-        upstream = np.ones((X.shape[0], width))
+    pairs, b, upstream = _checked_shards(kind, shards, X, b, upstream, combine)
     start = time.perf_counter()
-    ranks = run_on_processes(_tensor_parallel_rank, len(shards),
-                             (kind, X, shards, None if b is None else np.asarray(b, dtype=np.float64),
-                              np.asarray(upstream, dtype=np.float64), combine),
+    ranks = run_on_processes(_tensor_parallel_rank, len(pairs), (kind, X, pairs, b, upstream, combine),
                              timeout=timeout, start_method=start_method)
     seconds = time.perf_counter() - start
     axis = 0 if kind == "column" else 1
-    dW = np.concatenate([rank["dW"] for rank in ranks], axis=axis) if all(
-        rank["dW"] is not None for rank in ranks) else None
+    dW = np.concatenate([rank["dW"] for rank in ranks], axis=axis)
     if kind == "column":
         db = (np.concatenate([rank["db"] for rank in ranks])
               if all(rank["db"] is not None for rank in ranks) else None)
@@ -359,7 +389,7 @@ def tensor_parallel_on_processes(kind: str, shards, X, b=None, upstream=None, co
         db = ranks[0]["db_shared"]
         if db is None and ranks[0]["db"] is not None:
             db = sum(rank["db"] for rank in ranks)
-    return TensorParallelRun(kind, len(shards), combine, ranks[0]["Z"], ranks[0]["dX"], dW, db,
+    return TensorParallelRun(kind, len(pairs), combine, ranks[0]["Z"], ranks[0]["dX"], dW, db,
                              [rank["Z"] for rank in ranks], [rank["dX"] for rank in ranks],
                              [rank["weight_shape"] for rank in ranks], seconds)
 
@@ -397,6 +427,9 @@ def time_collectives(sizes, world_size: int = 2, repeat: int = 7, warmup: int = 
     median per size.
     """
     sizes = [int(size) for size in sizes]
+    if not sizes or min(sizes) < 1 or type(repeat) is not int or repeat < 1 or type(warmup) is not int or warmup < 0:
+        raise ValueError(f"time_collectives needs positive sizes, repeat >= 1 and warmup >= 0; got sizes {sizes}, "
+                         f"repeat {repeat!r}, warmup {warmup!r}")
     ranks = run_on_processes(_collective_timing_rank, world_size, (sizes, repeat, warmup), timeout=timeout)
     return {"sizes": np.array(sizes),
             **{name: np.max([rank[name] for rank in ranks], axis=0) for name in ("all_gather", "all_reduce")}}
@@ -409,8 +442,15 @@ def fit_alpha_beta(volumes, seconds) -> tuple[float, float]:
     as the large ones (which fix the bandwidth); alpha is kept >= 0.
     Inputs: volumes (S,), bytes each rank sends; seconds (S,), measured times (> 0).
     Returns (alpha in seconds, bandwidth in bytes per second; inf when time does not grow).
+    Raises ValueError for fewer than 2 points, mismatched lengths, or non-positive times.
     """
     volumes, seconds = np.asarray(volumes, float), np.asarray(seconds, float)
+    if volumes.ndim != 1 or volumes.shape != seconds.shape or volumes.size < 2:
+        raise ValueError(f"volumes and seconds should be 1-D with the same length of at least 2, "
+                         f"got shapes {volumes.shape} and {seconds.shape}")
+    if not (np.all(np.isfinite(volumes)) and np.all(volumes >= 0) and np.all(np.isfinite(seconds))
+            and np.all(seconds > 0)):
+        raise ValueError("volumes should be finite and >= 0, and seconds finite and > 0")
     weights = 1.0 / seconds
     design = np.stack([np.ones_like(volumes), volumes], axis=1) * weights[:, None]
     (alpha, per_byte), *_ = np.linalg.lstsq(design, seconds * weights, rcond=None)

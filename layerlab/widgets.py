@@ -140,12 +140,19 @@ def forward_pass_explorer(W, b, x, slider_range: float | None = None, step: floa
     - W: weights, shape (d_out, d_in), one row per output unit (PyTorch orientation)
     - b: biases, shape (d_out,)
     - x: starting input, shape (d_in,); each entry gets a slider
-    - slider_range: sliders span [-slider_range, slider_range]; default max(5, 2 * max|x|)
-    - step: slider step
+    - slider_range: sliders span [-slider_range, slider_range]; default max(5, 2 * max|x|); it
+      must cover every entry of x
+    - step: slider step, > 0
 
     Returns a `ForwardPassExplorer` (an ipywidgets VBox); `.state()` gives the current
     `layer_state`, and without a live front end it displays as an HTML/text table.
     """
     _, _, x = _checked(W, b, x)
-    limit = float(slider_range) if slider_range else max(5.0, 2.0 * float(np.max(np.abs(x), initial=0.0)))
+    widest = float(np.max(np.abs(x), initial=0.0))
+    limit = max(5.0, 2.0 * widest) if slider_range is None else float(slider_range)
+    if not (np.isfinite(limit) and limit >= widest and limit > 0):
+        raise ValueError(f"slider_range should be a positive number covering the starting x (max |x| = {widest:g}), "
+                         f"got {slider_range!r}")
+    if not (np.isfinite(step) and 0 < step <= limit):
+        raise ValueError(f"step should be a positive number no larger than the slider range {limit:g}, got {step!r}")
     return ForwardPassExplorer(W, b, x, limit, step)

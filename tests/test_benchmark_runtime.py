@@ -145,6 +145,37 @@ def test_sweep_calls_the_timing_function_with_the_documented_signature():
     assert records[0]["seconds"] == 1e-3 and "bound" not in records[0]
 
 
+def _returns(value):
+    def student_function(*args):
+        return value
+    return student_function
+
+
+@pytest.mark.parametrize("option,value", [("time_fn", 0.0), ("time_fn", None), ("time_fn", float("nan")),
+                                          ("time_fn", -1e-3), ("flops_fn", 0), ("bytes_fn", "many"), ("bytes_fn", True)])
+def test_sweep_names_a_student_function_whose_result_cannot_be_used(option, value):
+    message = rf"the \w+ student_function returned for shape \(7, 73, 5\) should be a positive finite number, got {value!r}"
+    with pytest.raises(ValueError, match=message):
+        lab.run_sweep([(7, 73, 5)], **{option: _returns(value)}, warmup=0, repeat=1)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: lab.run_sweep([(1, 2)]), r"\(B, d_in, d_out\) triple, got \(1, 2\)"),
+    (lambda: lab.make_matmul(0, 4, 4), "batch should be an integer >= 1, got 0"),
+    (lambda: lab.make_matmul(2, 4.5, 4), "d_in should be an integer >= 1, got 4.5"),
+    (lambda: lab.make_matmul(2, 4, 4, precision="fp64"), "precision must be one of"),
+    (lambda: lab.bytes_per_element("fp8"), "precision must be one of"),
+    (lambda: lab.reference_time(lambda: None, repeat=0), "repeat should be an integer >= 1, got 0"),
+    (lambda: lab.measure_peak_flops(size=-1), "size should be an integer >= 1, got -1"),
+    (lambda: lab.measure_bandwidth(megabytes=0), "megabytes should be an integer >= 1, got 0"),
+    (lambda: lab.roofline_plot([], 1e9, 1e9), "at least one record"),
+    (lambda: lab.roofline_plot([{"intensity": 1.0}], 1e9, 0.0), "bandwidth should be a positive finite number"),
+])
+def test_bad_arguments_are_named(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
 def test_default_shapes_include_awkward_neighbours():
     shapes = lab.default_shapes("cpu")
     widths = {d_in for _, d_in, _ in shapes}

@@ -211,6 +211,17 @@ def test_duplicate_grade_ids_are_a_clear_error(scratch, capsys):
     assert "duplicate grade_id 'linear_forward'" in err and "cell" in err
 
 
+@pytest.mark.parametrize("nbgrader,expected", [("x", "metadata.nbgrader should be a JSON object, not 'x'"),
+                                               ({"grade": True, "grade_id": 5}, "nbgrader grade_id should be a string, not 5")])
+def test_malformed_nbgrader_metadata_names_the_cell(scratch, capsys, nbgrader, expected):
+    def spoil(notebook):
+        cell = cell_with(notebook, "relu")
+        cell["metadata"]["nbgrader"] = nbgrader
+        spoil.number = notebook["cells"].index(cell) + 1
+    edit_source(scratch, spoil)
+    assert f"cell {spoil.number}: {expected}" in errors_of(capsys, scratch)
+
+
 def test_grader_import_outside_hidden_tests_is_refused(scratch, capsys):
     def leak(notebook):
         cell = cell_with(notebook, "answer_relu")

@@ -246,11 +246,62 @@ def test_concurrent_runs_never_clash():
         assert child.returncode == 0 and out.strip() == "ok", err[-2000:]
 
 
+def _return_tensor_or_function(rank, world_size):
+    return torch.full((2,), float(rank)) if rank == 0 else (lambda: rank)
+
+
+def _exit_hard_on_rank_zero(rank, world_size):
+    if rank == 0:
+        import os
+        os._exit(3)
+    torch.distributed.all_reduce(torch.zeros(1))
+    return rank
+
+
+@pytest.mark.slow
+def test_results_come_back_by_value_and_unpicklable_ones_are_named():
+    assert torch.equal(tp.run_on_processes(_return_tensor_or_function, 1)[0], torch.zeros(2))
+    with pytest.raises(tp.DistributedRunError, match="rank 1 failed: TypeError: the worker returned function"):
+        tp.run_on_processes(_return_tensor_or_function, 2, timeout=30)
+
+
+@pytest.mark.slow
+def test_a_rank_that_crashes_is_named_before_the_peer_it_broke():
+    with pytest.raises(tp.DistributedRunError, match="rank-0 exited with code 3"):
+        tp.run_on_processes(_exit_hard_on_rank_zero, 2, timeout=30)
+
+
+@pytest.mark.parametrize("kind,shards,X,options,message", [
+    ("row", [], np.ones((2, 3)), {}, "got an empty list"),
+    ("row", [np.ones((4, 3))], np.ones(3), {}, r"X should be 2-D \(B, d_in\), but has shape \(3,\)"),
+    ("row", [np.ones((4, 2)), np.ones((4, 2))], np.ones((2, 3)), {}, "columns adding up to X's 3 input features"),
+    ("row", [np.ones((4, 1)), np.ones((3, 2))], np.ones((2, 3)), {}, "the same number of output rows"),
+    ("row", [[[1.0], [1.0, 2.0]]], np.ones((2, 1)), {}, "shard 0 is not made of rectangular arrays"),
+    ("row", [np.ones((4, 3))], np.ones((2, 3)), {"b": np.ones(3)}, r"b should have shape \(4,\)"),
+    ("row", [np.ones((4, 3))], np.ones((2, 3)), {"upstream": np.ones((4, 2))}, r"upstream should have shape \(2, 4\)"),
+    ("column", [np.ones((4, 2))], np.ones((2, 3)), {}, r"shard 0's weight has shape \(4, 2\).*3 columns"),
+    ("column", [(np.ones((4, 3)), np.ones(3))], np.ones((2, 3)), {}, r"shard 0's bias should have shape \(4,\)"),
+    ("column", [(np.ones((2, 3)), np.ones(2)), (np.ones((1, 3)), np.ones(1))], np.ones((2, 3)),
+     {"combine": "all_reduce"}, r"shards have \[2, 1\] rows"),
+])
+def test_split_shapes_that_do_not_fit_are_refused_before_any_process_starts(kind, shards, X, options, message):
+    with pytest.raises(ValueError, match=message):
+        tp.tensor_parallel_on_processes(kind, shards, X, **options)
+
+
+def test_uneven_blocks_summed_by_a_modelled_all_reduce_are_the_communication_misconception():
+    X, W, b, _ = layer(3, 5, 7)
+    result = verify_split_on_processes("column", split_output_rows(W, b, 2), X, W, b, 2, combine="all_reduce")
+    assert not result.ok and not result.ran and result.infrastructure_error is None
+    assert result.misconceptions == ("split-needs-no-communication",) and "all_gather" in result.feedback
+
+
 def test_run_on_processes_rejects_bad_arguments():
     with pytest.raises(ValueError, match="world_size"):
         tp.run_on_processes(_all_reduce_rank, 0)
-    with pytest.raises(ValueError, match="timeout"):
-        tp.run_on_processes(_all_reduce_rank, 2, (0,), timeout=0)
+    for timeout in (0, None, float("nan")):
+        with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
+            tp.run_on_processes(_all_reduce_rank, 2, (0,), timeout=timeout)
     with pytest.raises(ValueError, match="kind"):
         tp.tensor_parallel_on_processes("diagonal", [], np.zeros((1, 1)))
 
@@ -306,6 +357,21 @@ def test_fit_alpha_beta_recovers_a_known_line():
     assert tp.fit_alpha_beta(volumes, np.full(5, 1e-3))[1] == float("inf")
     noisy_alpha, noisy_bandwidth = tp.fit_alpha_beta(volumes, np.array([2e-4, 1e-4, 1e-4, 6e-4, 9e-3]))
     assert noisy_alpha >= 0 and 0 < noisy_bandwidth < float("inf")  # latency never fitted below zero
+
+
+@pytest.mark.parametrize("volumes,seconds,message", [([], [], "at least 2"), ([1e3], [1e-3], "at least 2"),
+                                                     ([1e3, 1e4, 1e5], [1e-3, 2e-3], "same length"),
+                                                     ([1e3, 1e4], [0.0, 1e-3], "seconds finite and > 0"),
+                                                     ([1e3, np.nan], [1e-3, 1e-3], "volumes should be finite")])
+def test_fit_alpha_beta_refuses_points_it_cannot_fit(volumes, seconds, message):
+    with pytest.raises(ValueError, match=message):
+        tp.fit_alpha_beta(volumes, seconds)
+
+
+@pytest.mark.parametrize("options", [{"sizes": []}, {"sizes": [0]}, {"repeat": 0}, {"warmup": -1}])
+def test_time_collectives_refuses_bad_arguments_before_starting_processes(options):
+    with pytest.raises(ValueError, match="time_collectives needs"):
+        tp.time_collectives(**{"sizes": [1024], **options})
 
 
 @pytest.mark.slow

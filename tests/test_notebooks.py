@@ -205,3 +205,12 @@ def test_layer_state_shapes_and_text(d_out, d_in):
 def test_explorer_rejects_bad_shapes_clearly(W, b, x, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         forward_pass_explorer(W, b, x)
+
+
+@pytest.mark.parametrize("options,message", [({"slider_range": -1.0}, "slider_range should be a positive number"),
+                                             ({"slider_range": 1.0}, r"covering the starting x \(max \|x\| = 9\)"),
+                                             ({"step": 0.0}, "step should be a positive number"),
+                                             ({"step": float("nan")}, "step should be a positive number")])
+def test_explorer_rejects_sliders_that_cannot_show_the_input(options, message):
+    with pytest.raises(ValueError, match=message):
+        forward_pass_explorer([[1.0, 2.0]], [0.5], [9.0, 0.0], **options)

@@ -67,7 +67,7 @@ class SourceNotebook:
         part = self.assignment.part(part_id)
         body = _clean(public) + "\n" + PUBLIC_DONE + (
             "\n### BEGIN HIDDEN TESTS\nfrom grader.inline import assert_part\n"
-            f'assert_part("{self.assignment.id}.{part.id}", {part.name})\n### END HIDDEN TESTS')
+            f'assert_part("{self.assignment.key(part)}", {part.name})\n### END HIDDEN TESTS')
         cell = new_code_cell(body)
         cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": part.points,
                                      "grade_id": part_id, "schema_version": 3}
