@@ -12,6 +12,7 @@ def test_demo_runs_end_to_end_quickly(demo_run):
     assert done.seconds < 120
     assert "Gradebook check: ok" in done.stdout
     assert (directory / "gradebook.db").is_file()
+    assert "Warning" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
 
 
 def test_demo_table_shows_each_students_misconceptions_and_verdict(demo_run):

@@ -23,6 +23,7 @@ LENGTH = struct.Struct("<Q")
 REQUEST_ID = struct.Struct("<Q")
 MAX_REPLY_BYTES = codec.MAX_ARRAY_BYTES + 2**20
 MAX_REQUEST_BYTES = 2**31
+LOOP_FAILED_EXIT = 71  # the student process's request loop ended without the grader closing it
 
 
 class ChannelClosed(Exception):

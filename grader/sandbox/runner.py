@@ -32,7 +32,6 @@ from grader import codec
 from grader.course import Limits
 from grader.sandbox import protocol
 from grader.sandbox.isolation import SAFE_PATH
-from grader.sandbox.zygote import LOOP_FAILED_EXIT
 from grader.student import NotDefined, StudentCrashed, StudentError, StudentTimeout
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -408,7 +407,7 @@ class Session:
             except ValueError:
                 name = f"signal {number}"
             return f"the process was killed by {name}{SIGNAL_HINTS.get(number, '')}"
-        if status.get("exit") == LOOP_FAILED_EXIT:
+        if status.get("exit") == protocol.LOOP_FAILED_EXIT:
             return "the student code closed or overwrote the process's connection to the grader"
         if "exit" in status:
             return f"the process exited with status {status['exit']}"

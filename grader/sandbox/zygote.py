@@ -24,6 +24,8 @@ import socket
 import sys
 import traceback
 
+from grader.sandbox.protocol import LOOP_FAILED_EXIT
+
 PRELOAD = ("numpy", "torch", "torch.nn", "torch.nn.functional", "matplotlib", "matplotlib.pyplot",
            "sympy", "grader.codec", "grader.fakes", "grader.student")
 FORBIDDEN = ("grader.reference", "grader.checks", "grader.grading", "grader.submission")
@@ -35,7 +37,6 @@ GUARDED = {"builtins": None, "json": None, "struct": None, "io": None, "os": Non
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 CONTROL_BYTES = 1 << 20
 MAGIC_LINE = re.compile(r"^(\s*)[%!].*$", re.MULTILINE)
-LOOP_FAILED_EXIT = 71  # the student process's request loop ended without the grader closing it
 
 
 def preload() -> list[str]:
