@@ -37,10 +37,21 @@ def main(argv=None) -> int:
     bandwidth = lab.measure_bandwidth(device)  # a plain copy: the same for every precision
     for precision in lab.precisions_for(device):
         peak = lab.measure_peak_flops(device, precision)
-        print(f"{precision}: measured peak {peak / 1e12:.2f} TFLOP/s, bandwidth {bandwidth / 1e9:.0f} GB/s, "
-              f"ridge {peak / bandwidth:.0f} FLOP/byte", flush=True)
-        records += lab.run_sweep(shapes, time_fn=time_op, device=device, precision=precision,
-                                 warmup=3, repeat=10, peak_flops=peak, bandwidth=bandwidth)
+        print(
+            f"{precision}: measured peak {peak / 1e12:.2f} TFLOP/s, bandwidth {bandwidth / 1e9:.0f} GB/s, "
+            f"ridge {peak / bandwidth:.0f} FLOP/byte",
+            flush=True,
+        )
+        records += lab.run_sweep(
+            shapes,
+            time_fn=time_op,
+            device=device,
+            precision=precision,
+            warmup=3,
+            repeat=10,
+            peak_flops=peak,
+            bandwidth=bandwidth,
+        )
     print(f"sweep took {time.perf_counter() - start:.1f} s\n")
     print(lab.format_table(records))
     return 0

@@ -31,7 +31,10 @@ BENCH_SECRET = "scale-benchmark-secret"
 def submission_plan(course, available: list[str], count: int) -> list[tuple[object, str, str]]:
     """(demo student, new student id, assignment id) for `count` submissions, mixture kept for every prefix."""
     from grader.demo_class import CLASS
-    pairs = [(student, assignment) for assignment in available for student in CLASS if student.submits(assignment)]
+
+    pairs = [
+        (student, assignment) for assignment in available for student in CLASS if student.submits(assignment)
+    ]
     plan = []
     for index in range(count):
         student, assignment = pairs[(index * 7) % len(pairs)] if len(pairs) % 7 else pairs[index % len(pairs)]
@@ -44,14 +47,19 @@ def write_class(course, directory: Path, count: int) -> int:
     import dataclasses
     import json
     from grader.demo_class import notebook_for
+
     available = [a.id for a in course.assignments if (directory / "source" / a.id / a.notebook).is_file()]
     cache = {}
     for student, new_id, assignment_id in submission_plan(course, available, count):
         assignment = course.assignment(assignment_id)
         key = (student.id, assignment_id)
         if key not in cache:
-            cache[key] = json.dumps(notebook_for(directory, assignment, dataclasses.replace(student, id=new_id)),
-                                    indent=1) + "\n"
+            cache[key] = (
+                json.dumps(
+                    notebook_for(directory, assignment, dataclasses.replace(student, id=new_id)), indent=1
+                )
+                + "\n"
+            )
         folder = directory / "submitted" / new_id / assignment_id
         folder.mkdir(parents=True, exist_ok=True)
         (folder / assignment.notebook).write_text(cache[key], encoding="utf-8")
@@ -66,6 +74,7 @@ def grade_once(count: int, address: str, root: Path) -> dict:
     from grader.course import DEFAULT_COURSE_FILE, load_course
     from grader.dask_executor import process_memory
     from grader.demo import prepare
+
     directory = root / f"n{count}"
     prepare(directory, DEFAULT_COURSE_FILE.parent)
     course = load_course(directory / "course.yml")
@@ -75,33 +84,58 @@ def grade_once(count: int, address: str, root: Path) -> dict:
     elapsed = time.perf_counter() - start
     with Client(address, set_as_default=False) as client:
         workers = client.run(process_memory)
-    return {"n": count, "graded": sum(o.graded for o in outcomes), "seconds": elapsed,
-            "per_submission": elapsed / max(count, 1), "driver_peak_mb": process_memory()["peak_rss_mb"],
-            "worker_peak_mb": max(w["peak_rss_mb"] for w in workers.values()),
-            "sandbox_mb": max(w["children_rss_mb"] for w in workers.values()), "workers": len(workers)}
+    return {
+        "n": count,
+        "graded": sum(o.graded for o in outcomes),
+        "seconds": elapsed,
+        "per_submission": elapsed / max(count, 1),
+        "driver_peak_mb": process_memory()["peak_rss_mb"],
+        "worker_peak_mb": max(w["peak_rss_mb"] for w in workers.values()),
+        "sandbox_mb": max(w["children_rss_mb"] for w in workers.values()),
+        "workers": len(workers),
+    }
 
 
 def table(rows: list[dict]) -> str:
     """The results as a Markdown table."""
-    lines = ["| N | graded | wall time (s) | s / submission | driver peak RSS (MB) | worker peak RSS (MB, max) "
-             "| sandbox RSS per worker (MB, max) |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| N | graded | wall time (s) | s / submission | driver peak RSS (MB) | worker peak RSS (MB, max) "
+        "| sandbox RSS per worker (MB, max) |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for row in rows:
-        lines.append(f"| {row['n']} | {row['graded']} | {row['seconds']:.1f} | {row['per_submission']:.2f} "
-                     f"| {row['driver_peak_mb']:.0f} | {row['worker_peak_mb']:.0f} | {row['sandbox_mb']:.0f} |")
+        lines.append(
+            f"| {row['n']} | {row['graded']} | {row['seconds']:.1f} | {row['per_submission']:.2f} "
+            f"| {row['driver_peak_mb']:.0f} | {row['worker_peak_mb']:.0f} | {row['sandbox_mb']:.0f} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", "--submissions", type=int, action="append", metavar="N",
-                        help="number of submissions (repeatable; default: 10 and 100)")
-    parser.add_argument("--dask", default=None, metavar="ADDRESS",
-                        help="an existing Dask scheduler (default: start a local cluster)")
-    parser.add_argument("--workers", type=int, default=2, metavar="W", help="local cluster workers (default 2)")
-    parser.add_argument("--threads", type=int, default=1, metavar="T", help="threads per local worker (default 1)")
-    parser.add_argument("--dir", default=None, metavar="DIR",
-                        help="where to build the courses (default: a temp folder)")
+    parser.add_argument(
+        "-n",
+        "--submissions",
+        type=int,
+        action="append",
+        metavar="N",
+        help="number of submissions (repeatable; default: 10 and 100)",
+    )
+    parser.add_argument(
+        "--dask",
+        default=None,
+        metavar="ADDRESS",
+        help="an existing Dask scheduler (default: start a local cluster)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=2, metavar="W", help="local cluster workers (default 2)"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, metavar="T", help="threads per local worker (default 1)"
+    )
+    parser.add_argument(
+        "--dir", default=None, metavar="DIR", help="where to build the courses (default: a temp folder)"
+    )
     args = parser.parse_args(argv)
     counts = args.submissions or [10, 100]
     if any(n < 1 for n in counts) or args.workers < 1 or args.threads < 1:
@@ -112,18 +146,27 @@ def main(argv=None) -> int:
         print("scale: needs dask and distributed (pip install 'layers-course-grader[dask]')", file=sys.stderr)
         return 2
     from grader.course import load_course
+
     secret_env = load_course().secret_env
     os.environ.setdefault(secret_env, BENCH_SECRET)  # local workers inherit it; remote ones need it set
     if os.environ[secret_env] != BENCH_SECRET:
-        print(f"scale: {secret_env} must be unset or {BENCH_SECRET!r} (here and on the workers)", file=sys.stderr)
+        print(
+            f"scale: {secret_env} must be unset or {BENCH_SECRET!r} (here and on the workers)",
+            file=sys.stderr,
+        )
         return 2
     root = Path(args.dir).resolve() if args.dir else Path(tempfile.mkdtemp(prefix="layers-scale-"))
     root.mkdir(parents=True, exist_ok=True)
     cluster = None
     if args.dask is None:
-        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=args.threads, processes=True,
-                               host="127.0.0.1", dashboard_address=None,
-                               scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
+        cluster = LocalCluster(
+            n_workers=args.workers,
+            threads_per_worker=args.threads,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+        )
     address = args.dask or cluster.scheduler_address
     rows = []
     try:

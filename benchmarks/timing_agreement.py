@@ -32,7 +32,9 @@ def agreement(shape, threads: int, calls: int) -> tuple[float, float]:
         ours.append(lab.reference_time(fn, "cpu", warmup=0, repeat=1))
         theirs.append(timer.timeit(1).median)
         students.append(time_op(fn, 0, 1))
-    return statistics.median(ours) / statistics.median(theirs), statistics.median(students) / statistics.median(ours)
+    return statistics.median(ours) / statistics.median(theirs), statistics.median(
+        students
+    ) / statistics.median(ours)
 
 
 def main() -> int:

@@ -40,37 +40,70 @@ class AutogradeError(RuntimeError):
 
 
 def add_arguments(parser):
-    parser.add_argument("assignments", nargs="*", metavar="ASSIGNMENT",
-                        help="assignment ids to grade (default: every assignment with submissions)")
-    parser.add_argument("--student", action="append", default=[], metavar="ID",
-                        help="grade only this student (repeatable)")
-    parser.add_argument("--workers", type=int, default=None, metavar="N",
-                        help="submissions graded in parallel (default: course.yml limits.workers)")
-    parser.add_argument("--db", default=None, metavar="URL",
-                        help="gradebook SQLAlchemy URL (default: sqlite:///gradebook.db in the course dir)")
+    parser.add_argument(
+        "assignments",
+        nargs="*",
+        metavar="ASSIGNMENT",
+        help="assignment ids to grade (default: every assignment with submissions)",
+    )
+    parser.add_argument(
+        "--student", action="append", default=[], metavar="ID", help="grade only this student (repeatable)"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="submissions graded in parallel (default: course.yml limits.workers)",
+    )
+    parser.add_argument(
+        "--db",
+        default=None,
+        metavar="URL",
+        help="gradebook SQLAlchemy URL (default: sqlite:///gradebook.db in the course dir)",
+    )
     add_course_option(parser, holds="course.yml and submitted/")
     parser.add_argument("--force", action="store_true", help="re-grade every submission, changed or not")
-    parser.add_argument("--dask", default=None, metavar="ADDRESS",
-                        help="grade on the workers of this Dask scheduler (e.g. tcp://10.0.0.5:8786); "
-                             "gradebook writes stay here (see grader/dask_executor.py)")
+    parser.add_argument(
+        "--dask",
+        default=None,
+        metavar="ADDRESS",
+        help="grade on the workers of this Dask scheduler (e.g. tcp://10.0.0.5:8786); "
+        "gradebook writes stay here (see grader/dask_executor.py)",
+    )
 
 
 def run(args) -> int:
     from grader.course import CourseError
     from grader.gradebook import GradebookError
+
     try:
         course, course_dir = load_course_dir(args.course)
         if args.workers is not None and args.workers < 1:
             raise CourseError(f"--workers must be at least 1, got {args.workers}")
-        outcomes = autograde(course, course_dir, db_url=args.db, assignment_ids=args.assignments or None,
-                             students=args.student or None, workers=args.workers, force=args.force,
-                             dask=args.dask)
-    except (CourseError, GradebookError, AutogradeError, OSError) as error:  # OSError: e.g. an unreadable folder
+        outcomes = autograde(
+            course,
+            course_dir,
+            db_url=args.db,
+            assignment_ids=args.assignments or None,
+            students=args.student or None,
+            workers=args.workers,
+            force=args.force,
+            dask=args.dask,
+        )
+    except (
+        CourseError,
+        GradebookError,
+        AutogradeError,
+        OSError,
+    ) as error:  # OSError: e.g. an unreadable folder
         print(f"autograde: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("\nautograde: interrupted; every submission graded so far is saved, rerun to finish.",
-              file=sys.stderr)
+        print(
+            "\nautograde: interrupted; every submission graded so far is saved, rerun to finish.",
+            file=sys.stderr,
+        )
         return 130
     print(summary_table(outcomes))
     warnings = dict.fromkeys(w for o in outcomes if o.graded for w in o.result.get("warnings") or [])
@@ -81,11 +114,12 @@ def run(args) -> int:
 
 # --- finding submissions ---------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Job:
     student: str
     assignment: str
-    path: Path          # the notebook (may not exist: graded as a recorded zero)
+    path: Path  # the notebook (may not exist: graded as a recorded zero)
     digest: str
     timestamp: str | None
 
@@ -97,8 +131,13 @@ def file_digest(path: Path) -> str:
         return "missing"
 
 
-def find_submissions(course, course_dir: Path, assignment_ids=None, students=None,
-                     warn=lambda message: print(message, file=sys.stderr)) -> list[Job]:
+def find_submissions(
+    course,
+    course_dir: Path,
+    assignment_ids=None,
+    students=None,
+    warn=lambda message: print(message, file=sys.stderr),
+) -> list[Job]:
     """Every submission under submitted/, sorted by student then assignment."""
     known = {a.id: a for a in course.assignments}
     if assignment_ids:
@@ -118,32 +157,43 @@ def find_submissions(course, course_dir: Path, assignment_ids=None, students=Non
         for folder in sorted(p for p in student_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
             if folder.name not in known:
                 if not assignment_ids:
-                    warn(f"autograde: skipping {folder.relative_to(course_dir)}: "
-                         f"{folder.name!r} is not an assignment in course.yml")
+                    warn(
+                        f"autograde: skipping {folder.relative_to(course_dir)}: "
+                        f"{folder.name!r} is not an assignment in course.yml"
+                    )
                 continue
             if assignment_ids and folder.name not in assignment_ids:
                 continue
             assignment = known[folder.name]
             path = folder / assignment.notebook
             if not path.is_file():
-                others = sorted(p for p in folder.glob("*.ipynb") if p.is_file() and not p.name.startswith("."))
+                others = sorted(
+                    p for p in folder.glob("*.ipynb") if p.is_file() and not p.name.startswith(".")
+                )
                 if len(others) == 1:
-                    warn(f"autograde: {folder.relative_to(course_dir)} has {others[0].name} instead of "
-                         f"{assignment.notebook}; grading it")
+                    warn(
+                        f"autograde: {folder.relative_to(course_dir)} has {others[0].name} instead of "
+                        f"{assignment.notebook}; grading it"
+                    )
                     path = others[0]
             stamp_file = folder / "timestamp.txt"
-            timestamp = stamp_file.read_text(encoding="utf-8", errors="replace").strip() if stamp_file.is_file() else None
+            timestamp = (
+                stamp_file.read_text(encoding="utf-8", errors="replace").strip()
+                if stamp_file.is_file()
+                else None
+            )
             jobs.append(Job(student_dir.name, assignment.id, path, file_digest(path), timestamp or None))
     return jobs
 
 
 # --- grading -----------------------------------------------------------------------------------
 
+
 @dataclass
 class Outcome:
     job: Job
-    result: dict          # SubmissionResult.to_dict() (+ digest); from results.json when skipped
-    graded: bool          # False when the previous result was still valid
+    result: dict  # SubmissionResult.to_dict() (+ digest); from results.json when skipped
+    graded: bool  # False when the previous result was still valid
     seconds: float = 0.0
 
 
@@ -151,9 +201,17 @@ def failed_result(course, assignment_id: str, path: Path, student: str, error: s
     """A SubmissionResult for a notebook the grader itself could not handle: a recorded zero on every part."""
     from grader.result import PartResult, Status
     from grader.submission import SubmissionResult
-    parts = [PartResult(p.id, 0.0, p.points, Status.MANUAL if p.kind == "manual" else Status.ERROR,
-                        "graded by your instructor" if p.kind == "manual" else f"Not graded: {error}")
-             for p in course.assignment(assignment_id).parts]
+
+    parts = [
+        PartResult(
+            p.id,
+            0.0,
+            p.points,
+            Status.MANUAL if p.kind == "manual" else Status.ERROR,
+            "graded by your instructor" if p.kind == "manual" else f"Not graded: {error}",
+        )
+        for p in course.assignment(assignment_id).parts
+    ]
     return SubmissionResult(str(path), assignment_id, student, parts, error, retry=True)
 
 
@@ -161,9 +219,12 @@ def output_paths(course_dir: Path, job: Job, course) -> dict[str, Path]:
     assignment = course.assignment(job.assignment)
     stem = Path(assignment.notebook).stem
     graded = course_dir / "autograded" / job.student / job.assignment
-    return {"results": graded / RESULTS_FILE, "notebook": graded / assignment.notebook,
-            "timestamp": graded / "timestamp.txt",
-            "feedback": course_dir / "feedback" / job.student / job.assignment / f"{stem}.html"}
+    return {
+        "results": graded / RESULTS_FILE,
+        "notebook": graded / assignment.notebook,
+        "timestamp": graded / "timestamp.txt",
+        "feedback": course_dir / "feedback" / job.student / job.assignment / f"{stem}.html",
+    }
 
 
 def read_previous(path: Path) -> dict | None:
@@ -185,13 +246,18 @@ def read_previous(path: Path) -> dict | None:
 def secret_fingerprint(secret: str) -> str:
     """Tells whether results were graded with the same secret, without revealing it."""
     import hmac
+
     return hmac.new(secret.encode(), b"autograde results", hashlib.sha256).hexdigest()[:16]
 
 
 def unchanged(previous: dict | None, job: Job, fingerprint: str) -> bool:
     """True when results.json holds a finished grading of this very notebook with this secret."""
-    return (previous is not None and previous.get("digest") == job.digest
-            and previous.get("secret") == fingerprint and not previous.get("retry"))
+    return (
+        previous is not None
+        and previous.get("digest") == job.digest
+        and previous.get("secret") == fingerprint
+        and not previous.get("retry")
+    )
 
 
 def still_valid(previous: dict | None, job: Job, stored: dict | None, fingerprint: str) -> bool:
@@ -204,9 +270,21 @@ def still_valid(previous: dict | None, job: Job, stored: dict | None, fingerprin
     return True
 
 
-def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment_ids=None, students=None,
-              workers: int | None = None, force: bool = False, secret: str | None = None, grade=None,
-              progress_stream=None, sandbox_factory=None, dask: str | None = None) -> list[Outcome]:
+def autograde(
+    course,
+    course_dir: Path,
+    *,
+    db_url: str | None = None,
+    assignment_ids=None,
+    students=None,
+    workers: int | None = None,
+    force: bool = False,
+    secret: str | None = None,
+    grade=None,
+    progress_stream=None,
+    sandbox_factory=None,
+    dask: str | None = None,
+) -> list[Outcome]:
     """Grade every matching submission into the gradebook; returns one Outcome per submission.
 
     `grade(course, assignment_id, path, student, secret, sandbox) -> SubmissionResult` defaults to
@@ -219,18 +297,24 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
 
     course_dir = Path(course_dir).resolve()
     stream = sys.stderr if progress_stream is None else progress_stream
-    jobs = find_submissions(course, course_dir, assignment_ids, students,
-                            warn=lambda message: print(message, file=stream))
+    jobs = find_submissions(
+        course, course_dir, assignment_ids, students, warn=lambda message: print(message, file=stream)
+    )
     for assignment_id in sorted({job.assignment for job in jobs}):
         assignment = course.assignment(assignment_id)
         if not (course.root / "source" / assignment_id / assignment.notebook).is_file():
-            raise AutogradeError(f"source/{assignment_id}/{assignment.notebook} is missing from {course.root}: "
-                                 "grading needs the instructor's notebook (nothing was graded)")
+            raise AutogradeError(
+                f"source/{assignment_id}/{assignment.notebook} is missing from {course.root}: "
+                "grading needs the instructor's notebook (nothing was graded)"
+            )
     if secret is None:
         secret = grading_secret(course.secret_env)
         if secret == PUBLIC_SECRET:
-            print(f"autograde: warning: {course.secret_env} is not set, so per-student inputs come from the "
-                  "public self-check secret and students could predict them", file=stream)
+            print(
+                f"autograde: warning: {course.secret_env} is not set, so per-student inputs come from the "
+                "public self-check secret and students could predict them",
+                file=stream,
+            )
     if grade is None:
         from grader.submission import grade_submission as grade
     if sandbox_factory is None:
@@ -238,6 +322,7 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
 
         def sandbox_factory(limits):
             return Sandbox(limits, isolate=True)
+
     workers = max(1, int(workers or course.limits.workers))
 
     # Starting the sandbox (a warm interpreter) takes seconds: do it while the gradebook opens.
@@ -261,8 +346,10 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
                 else:
                     todo.append(job)
             if not todo:
-                print(f"autograde: all {len(jobs)} submissions are already graded (use --force to re-grade)",
-                      file=stream)
+                print(
+                    f"autograde: all {len(jobs)} submissions are already graded (use --force to re-grade)",
+                    file=stream,
+                )
                 return _ordered(outcomes, jobs)
             if dask is None:
                 starter = starter or _SandboxStarter(sandbox_factory, course.limits)
@@ -274,6 +361,7 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
                     print(f"autograde: warning: {warning}", file=stream)
             else:
                 from grader.dask_executor import DaskGrading, RemoteGradingError, grade_on_worker
+
                 try:
                     remote = DaskGrading(dask, course, secret)
                 except RemoteGradingError as error:
@@ -285,14 +373,22 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
                 previous = previous_by_job[job]
                 changed = previous is None or previous.get("digest") != job.digest
                 try:
-                    gb_module.record_submission(gradebook, course, result, timestamp=job.timestamp,
-                                                changed=changed)
+                    gb_module.record_submission(
+                        gradebook, course, result, timestamp=job.timestamp, changed=changed
+                    )
                 except Exception as error:  # e.g. a locked or read-only database: stop, nothing half-written
-                    raise AutogradeError(f"cannot write {job.student}/{job.assignment} to the gradebook: "
-                                         f"{gb_module.describe_error(error)}") from error
+                    raise AutogradeError(
+                        f"cannot write {job.student}/{job.assignment} to the gradebook: "
+                        f"{gb_module.describe_error(error)}"
+                    ) from error
                 data = result.to_dict()
-                data.update(version=RESULTS_VERSION, digest=job.digest, secret=fingerprint,
-                            seconds=round(seconds, 3), retry=result.retry)
+                data.update(
+                    version=RESULTS_VERSION,
+                    digest=job.digest,
+                    secret=fingerprint,
+                    seconds=round(seconds, 3),
+                    retry=result.retry,
+                )
                 paths = output_paths(course_dir, job, course)
                 feedback.write(paths["results"], json.dumps(data, indent=1, default=str) + "\n")
                 feedback.write(paths["feedback"], feedback.render(course, result, course_dir))
@@ -305,12 +401,20 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
                 try:
                     result = grade(course, job.assignment, job.path, job.student, secret, sandbox)
                 except Exception as error:  # grade_submission should never raise; record it if it does
-                    result = failed_result(course, job.assignment, job.path, job.student,
-                                           f"the grader failed on this notebook ({type(error).__name__}: {error})")
+                    result = failed_result(
+                        course,
+                        job.assignment,
+                        job.path,
+                        job.student,
+                        f"the grader failed on this notebook ({type(error).__name__}: {error})",
+                    )
                 return result, time.perf_counter() - start
 
             if dask is None:
-                pool, window = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grade"), 2 * workers
+                pool, window = (
+                    ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grade"),
+                    2 * workers,
+                )
 
                 def start(job: Job):
                     return pool.submit(grade_one, job)
@@ -327,9 +431,11 @@ def autograde(course, course_dir: Path, *, db_url: str | None = None, assignment
                     try:
                         return remote.receive(job, future.result())
                     except Exception as error:  # a lost cluster, a refusing or misbehaving worker
-                        raise AutogradeError(f"grading {job.student}/{job.assignment} on the cluster failed "
-                                             f"({type(error).__name__}: {error}); every result so far is "
-                                             "saved, rerun to finish") from None
+                        raise AutogradeError(
+                            f"grading {job.student}/{job.assignment} on the cluster failed "
+                            f"({type(error).__name__}: {error}); every result so far is "
+                            "saved, rerun to finish"
+                        ) from None
 
             order = {job: index for index, job in enumerate(todo)}
             queue, pending = iter(todo), {}
@@ -414,6 +520,7 @@ def _ordered(outcomes: list[Outcome], jobs: list[Job]) -> list[Outcome]:
 def _copy_for_formgrader(job: Job, paths: dict[str, Path]) -> None:
     """formgrader shows autograded/<student>/<assignment>/<notebook>.ipynb for manual grading."""
     from grader.submission import NotebookError, load_notebook
+
     try:
         load_notebook(job.path)
     except NotebookError:
@@ -425,6 +532,7 @@ def _copy_for_formgrader(job: Job, paths: dict[str, Path]) -> None:
 
 
 # --- output ----------------------------------------------------------------------------------
+
 
 class Progress:
     """A plain-text progress bar with ETA on a stream; one line per 10% when not a terminal."""
@@ -444,8 +552,10 @@ class Progress:
         elapsed = time.monotonic() - self.start
         eta = elapsed / self.done * (self.total - self.done) if self.done else None
         filled = int(self.width * self.done / max(self.total, 1))
-        line = (f"grading [{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
-                f"{_clock(elapsed)} elapsed, ETA {_clock(eta) if eta is not None else '--:--'}  {label}")
+        line = (
+            f"grading [{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
+            f"{_clock(elapsed)} elapsed, ETA {_clock(eta) if eta is not None else '--:--'}  {label}"
+        )
         if self.tty:
             self.stream.write("\r" + line[:118].ljust(118))
         else:
@@ -471,9 +581,11 @@ def _clock(seconds: float) -> str:
 
 def format_table(headers: list[str], rows: list[list[str]], max_width: int = 60) -> str:
     """A plain-text table with aligned columns; long cells are cut at `max_width`."""
+
     def cut(text) -> str:
         text = " ".join(str(text).split())
         return text if len(text) <= max_width else text[: max_width - 1] + "…"
+
     rows = [[cut(cell) for cell in row] for row in rows]
     widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(headers)]
     line = "  ".join("-" * w for w in widths)
@@ -485,7 +597,9 @@ def format_table(headers: list[str], rows: list[list[str]], max_width: int = 60)
 def status_counts(parts: list[dict]) -> str:
     counts = Counter(part.get("status", "?") for part in parts)
     order = ["passed", "partial", "failed", "error", "timeout", "manual"]
-    return ", ".join(f"{counts[s]} {s}" for s in sorted(counts, key=lambda s: (order.index(s) if s in order else 9, s)))
+    return ", ".join(
+        f"{counts[s]} {s}" for s in sorted(counts, key=lambda s: (order.index(s) if s in order else 9, s))
+    )
 
 
 def summary_table(outcomes: list[Outcome]) -> str:
@@ -495,11 +609,16 @@ def summary_table(outcomes: list[Outcome]) -> str:
     rows = []
     for outcome in outcomes:
         result = outcome.result
-        rows.append([outcome.job.student, outcome.job.assignment,
-                     f"{result.get('score', 0):g}/{result.get('max_score', 0):g}",
-                     status_counts(result.get("parts", [])),
-                     "" if outcome.graded else "unchanged",
-                     result.get("error") or ""])
+        rows.append(
+            [
+                outcome.job.student,
+                outcome.job.assignment,
+                f"{result.get('score', 0):g}/{result.get('max_score', 0):g}",
+                status_counts(result.get("parts", [])),
+                "" if outcome.graded else "unchanged",
+                result.get("error") or "",
+            ]
+        )
     graded = sum(o.graded for o in outcomes)
     table = format_table(["student", "assignment", "score", "parts", "note", "error"], rows)
     return f"{table}\n{graded} graded, {len(outcomes) - graded} unchanged since the last run."

@@ -65,7 +65,9 @@ def cell_label(index: int, cell) -> str:
     grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
     if grade_id:
         return f'cell {index + 1} (grade_id "{grade_id}")'
-    first_line = next((line.strip() for line in _text(cell.get("source", "")).splitlines() if line.strip()), "")
+    first_line = next(
+        (line.strip() for line in _text(cell.get("source", "")).splitlines() if line.strip()), ""
+    )
     return f'cell {index + 1} ("{first_line[:50]}")' if first_line else f"cell {index + 1} (empty)"
 
 
@@ -87,9 +89,13 @@ def read_notebook(path: Path, label: str | None = None):
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as error:
-        raise BuildError(f"{label}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})") from None
+        raise BuildError(
+            f"{label}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
+        ) from None
     if type(raw) is not dict or raw.get("nbformat") != 4 or type(raw.get("cells")) is not list:
-        raise BuildError(f"{label}: not an nbformat 4 notebook (expected a JSON object with nbformat 4 and a list of cells)")
+        raise BuildError(
+            f"{label}: not an nbformat 4 notebook (expected a JSON object with nbformat 4 and a list of cells)"
+        )
     if type(raw.get("metadata", {})) is not dict:
         raise BuildError(f"{label}: the notebook's metadata should be a JSON object")
     for index, cell in enumerate(raw["cells"]):
@@ -98,9 +104,13 @@ def read_notebook(path: Path, label: str | None = None):
         metadata = cell.get("metadata", {})
         nbgrader = metadata.get("nbgrader", {}) if type(metadata) is dict else {}
         if type(nbgrader) is not dict:
-            raise BuildError(f"{label}: cell {index + 1}: metadata.nbgrader should be a JSON object, not {nbgrader!r}")
+            raise BuildError(
+                f"{label}: cell {index + 1}: metadata.nbgrader should be a JSON object, not {nbgrader!r}"
+            )
         if type(nbgrader.get("grade_id", "")) is not str:
-            raise BuildError(f"{label}: cell {index + 1}: nbgrader grade_id should be a string, not {nbgrader['grade_id']!r}")
+            raise BuildError(
+                f"{label}: cell {index + 1}: nbgrader grade_id should be a string, not {nbgrader['grade_id']!r}"
+            )
     try:
         notebook = nbformat.reads(text, as_version=4)
         nbformat.validate(notebook)
@@ -117,7 +127,9 @@ def _regions(source: str, markers: tuple[str, str], where: str) -> list[tuple[in
     for number, line in enumerate(source.split("\n"), start=1):
         if begin in line:
             if start is not None:
-                raise BuildError(f"{where}: '{begin}' on line {number} is nested inside the one on line {start}")
+                raise BuildError(
+                    f"{where}: '{begin}' on line {number} is nested inside the one on line {start}"
+                )
             start = number
         elif end in line:
             if start is None:
@@ -147,7 +159,9 @@ def validate_source(notebook, assignment, label: str) -> None:
     """Check a source notebook against notebooks.md and the assignment's parts in course.yml."""
     kernel = notebook.metadata.get("kernelspec", {}).get("name")
     if kernel != KERNEL_NAME:
-        raise BuildError(f"{label}: the kernel must be {KERNEL_NAME!r}, not {kernel!r} (metadata.kernelspec.name)")
+        raise BuildError(
+            f"{label}: the kernel must be {KERNEL_NAME!r}, not {kernel!r} (metadata.kernelspec.name)"
+        )
     cells = notebook.cells
     by_grade_id: dict[str, int] = {}
     for index, cell in enumerate(cells):
@@ -159,7 +173,9 @@ def validate_source(notebook, assignment, label: str) -> None:
         if grade_id is not None:
             if grade_id in by_grade_id:
                 first = by_grade_id[grade_id]
-                raise BuildError(f"{where}: duplicate grade_id {grade_id!r} (also used by {cell_label(first, cells[first])})")
+                raise BuildError(
+                    f"{where}: duplicate grade_id {grade_id!r} (also used by {cell_label(first, cells[first])})"
+                )
             by_grade_id[grade_id] = index
         source = _text(cell.source)
         solutions = _regions(source, SOLUTION_MARKERS, where)
@@ -169,21 +185,34 @@ def validate_source(notebook, assignment, label: str) -> None:
         if hidden and not meta.get("grade"):
             raise BuildError(f"{where}: has a hidden-test region but is not an nbgrader grade (test) cell")
         if cell.cell_type == "code" and any(GRADER_IMPORT.match(line) for line in _outside(source, hidden)):
-            raise BuildError(f"{where}: imports grader outside a hidden-test region; "
-                             "students do not have grader (solution code must be written inline)")
-        if MARK_SCHEME_TAG in _tags(cell) and not (cell.cell_type == "markdown" and meta.get("locked")
-                                                   and str(grade_id).endswith("_mark_scheme")):
-            raise BuildError(f"{where}: a mark-scheme cell must be a locked markdown cell with grade_id '<part>_mark_scheme'")
+            raise BuildError(
+                f"{where}: imports grader outside a hidden-test region; "
+                "students do not have grader (solution code must be written inline)"
+            )
+        if MARK_SCHEME_TAG in _tags(cell) and not (
+            cell.cell_type == "markdown" and meta.get("locked") and str(grade_id).endswith("_mark_scheme")
+        ):
+            raise BuildError(
+                f"{where}: a mark-scheme cell must be a locked markdown cell with grade_id '<part>_mark_scheme'"
+            )
 
     parts = {part.id: part for part in assignment.parts}
     for part in assignment.parts:
         _validate_part(notebook, assignment, part, by_grade_id, label)
     for grade_id, index in by_grade_id.items():
         cell, meta = cells[index], _nbgrader(cells[index])
-        owner = grade_id.removeprefix("answer_") if grade_id.startswith("answer_") else grade_id.removesuffix("_mark_scheme")
-        if (meta.get("grade") or meta.get("solution") or grade_id.endswith("_mark_scheme")) and owner not in parts:
-            raise BuildError(f"{label}: {cell_label(index, cell)} belongs to no part of {assignment.id} in course.yml "
-                             f"(parts: {', '.join(parts)})")
+        owner = (
+            grade_id.removeprefix("answer_")
+            if grade_id.startswith("answer_")
+            else grade_id.removesuffix("_mark_scheme")
+        )
+        if (
+            meta.get("grade") or meta.get("solution") or grade_id.endswith("_mark_scheme")
+        ) and owner not in parts:
+            raise BuildError(
+                f"{label}: {cell_label(index, cell)} belongs to no part of {assignment.id} in course.yml "
+                f"(parts: {', '.join(parts)})"
+            )
 
 
 def _validate_part(notebook, assignment, part, by_grade_id: dict, label: str) -> None:
@@ -202,15 +231,19 @@ def _validate_part(notebook, assignment, part, by_grade_id: dict, label: str) ->
             raise BuildError(f"{where}: should be a {cell_type} cell for part {part.id!r}")
         for flag, value in flags.items():
             if bool(meta.get(flag)) != value:
-                raise BuildError(f"{where}: nbgrader metadata {flag!r} should be {str(value).lower()} for part {part.id!r}")
+                raise BuildError(
+                    f"{where}: nbgrader metadata {flag!r} should be {str(value).lower()} for part {part.id!r}"
+                )
         if meta.get("grade"):
             try:
                 points = float(meta.get("points"))
             except (TypeError, ValueError):
                 points = None
             if points != part.points:
-                raise BuildError(f"{where}: is worth {meta.get('points')!r} points but course.yml gives part "
-                                 f"{part.id!r} {part.points:g}")
+                raise BuildError(
+                    f"{where}: is worth {meta.get('points')!r} points but course.yml gives part "
+                    f"{part.id!r} {part.points:g}"
+                )
 
     if part.kind == "manual":
         answer = find(part.id, "answer cell")
@@ -218,9 +251,13 @@ def _validate_part(notebook, assignment, part, by_grade_id: dict, label: str) ->
         scheme = find(f"{part.id}_mark_scheme", "mark-scheme cell")
         expect(scheme, "markdown", solution=False, grade=False, locked=True)
         if MARK_SCHEME_TAG not in _tags(cells[scheme]):
-            raise BuildError(f"{label}: {cell_label(scheme, cells[scheme])}: needs the cell tag {MARK_SCHEME_TAG!r}")
+            raise BuildError(
+                f"{label}: {cell_label(scheme, cells[scheme])}: needs the cell tag {MARK_SCHEME_TAG!r}"
+            )
         if scheme != answer + 1:
-            raise BuildError(f"{label}: {cell_label(scheme, cells[scheme])}: should come right after the answer cell")
+            raise BuildError(
+                f"{label}: {cell_label(scheme, cells[scheme])}: should come right after the answer cell"
+            )
         return
 
     answer = find(f"answer_{part.id}", "answer cell")
@@ -228,7 +265,9 @@ def _validate_part(notebook, assignment, part, by_grade_id: dict, label: str) ->
     test = find(part.id, "test cell")
     expect(test, "code", solution=False, grade=True, locked=True)
     if test != answer + 1:
-        raise BuildError(f"{label}: {cell_label(test, cells[test])}: the test cell should come right after the answer cell")
+        raise BuildError(
+            f"{label}: {cell_label(test, cells[test])}: the test cell should come right after the answer cell"
+        )
     answer_where = f"{label}: {cell_label(answer, cells[answer])}"
     source = _text(cells[answer].source)
     if not _regions(source, SOLUTION_MARKERS, answer_where):
@@ -240,13 +279,16 @@ def _validate_part(notebook, assignment, part, by_grade_id: dict, label: str) ->
     if part.kind == "function":
         if not any(isinstance(node, ast.FunctionDef) and node.name == part.name for node in tree.body):
             raise BuildError(f"{answer_where}: should define `def {part.name}(...)`")
-    elif not any(isinstance(node, (ast.Assign, ast.AnnAssign)) and part.name in _assigned_names(node) for node in tree.body):
+    elif not any(
+        isinstance(node, (ast.Assign, ast.AnnAssign)) and part.name in _assigned_names(node)
+        for node in tree.body
+    ):
         raise BuildError(f"{answer_where}: should assign `{part.name} = ...`")
     key = assignment.key(part)
     test_source = _text(cells[test].source)
     test_where = f"{label}: {cell_label(test, cells[test])}"
     hidden = _regions(test_source, HIDDEN_MARKERS, test_where)
-    hidden_text = "\n".join(test_source.split("\n")[hidden[0][0]:hidden[0][1] - 1]) if hidden else ""
+    hidden_text = "\n".join(test_source.split("\n")[hidden[0][0] : hidden[0][1] - 1]) if hidden else ""
     pattern = rf"assert_part\(\s*[\"']{re.escape(key)}[\"']\s*,\s*{re.escape(part.name)}\s*\)"
     if not re.search(pattern, hidden_text):
         raise BuildError(f'{test_where}: the hidden tests should call assert_part("{key}", {part.name})')
@@ -285,7 +327,9 @@ def _extra_files(source_dir: Path) -> list[Path]:
     found = []
     for path in sorted(source_dir.rglob("*")):
         relative = path.relative_to(source_dir)
-        if path.is_file() and not any(fnmatch(part, pattern) for part in relative.parts for pattern in IGNORED_FILES):
+        if path.is_file() and not any(
+            fnmatch(part, pattern) for part in relative.parts for pattern in IGNORED_FILES
+        ):
             found.append(path)
     return found
 
@@ -339,7 +383,9 @@ def task_stub(part, source: str) -> str:
     """The code that replaces the solution region of `part`'s answer cell in the release."""
     statement = task_statement(part, source)
     if part.kind == "function":
-        return f"raise NotImplementedError({json.dumps(f'Task {part.task}: {statement}', ensure_ascii=False)})"
+        return (
+            f"raise NotImplementedError({json.dumps(f'Task {part.task}: {statement}', ensure_ascii=False)})"
+        )
     if statement in source:  # the cell's own comment already says what to do
         statement = "replace None with your answer" + (" (a string)" if part.kind == "symbolic" else "")
     return f"{part.name} = None  # Task {part.task}: {statement}"
@@ -398,7 +444,9 @@ def _define_steps() -> dict:
 
         def preprocess(self, nb, resources):
             course, assignment, source_dir = _context(resources)
-            label = resources.get("layers", {}).get("label") or f"source/{assignment.id}/{assignment.notebook}"
+            label = (
+                resources.get("layers", {}).get("label") or f"source/{assignment.id}/{assignment.notebook}"
+            )
             validate_source(nb, assignment, label)
             resources["layers"]["digest"] = source_digest(nb, assignment, source_dir)
             return nb, resources
@@ -441,8 +489,14 @@ def _define_steps() -> dict:
             _, assignment, _ = _context(resources)
             for cell in nb.cells:
                 grade_id = _nbgrader(cell).get("grade_id", "")
-                part = next((p for p in assignment.parts if p.kind == "manual"
-                             and grade_id in (p.id, f"{p.id}_mark_scheme")), None)
+                part = next(
+                    (
+                        p
+                        for p in assignment.parts
+                        if p.kind == "manual" and grade_id in (p.id, f"{p.id}_mark_scheme")
+                    ),
+                    None,
+                )
                 if part is None:
                     continue
                 if grade_id == part.id:
@@ -467,20 +521,30 @@ def _define_steps() -> dict:
 
             _, assignment, source_dir = _context(resources)
             root = resources.get("layers", {}).get("root")
-            label = resources.get("layers", {}).get("label") or f"source/{assignment.id}/{assignment.notebook}"
+            label = (
+                resources.get("layers", {}).get("label") or f"source/{assignment.id}/{assignment.notebook}"
+            )
             language_info = copy.deepcopy(nb.metadata.get("language_info"))
             with tempfile.TemporaryDirectory(prefix=f"build-{assignment.id}-") as workdir:
                 for path in _extra_files(source_dir):
                     target = Path(workdir) / path.relative_to(source_dir)
                     target.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(path, target)
-                client = NotebookClient(nb, timeout=self.timeout, kernel_name=self.kernel_name,
-                                        resources={"metadata": {"path": workdir}}, record_timing=False,
-                                        store_widget_state=False, allow_errors=False)
+                client = NotebookClient(
+                    nb,
+                    timeout=self.timeout,
+                    kernel_name=self.kernel_name,
+                    resources={"metadata": {"path": workdir}},
+                    record_timing=False,
+                    store_widget_state=False,
+                    allow_errors=False,
+                )
                 try:
                     client.execute(env=_kernel_env(Path(root) if root else None), stderr=subprocess.DEVNULL)
                 except (CellExecutionError, CellTimeoutError) as error:
-                    raise BuildError(f"{label}: the solution notebook failed to run: {_failed_cell(nb, error)}") from None
+                    raise BuildError(
+                        f"{label}: the solution notebook failed to run: {_failed_cell(nb, error)}"
+                    ) from None
             if language_info is None:  # the kernel adds its exact Python version: keep the source's
                 nb.metadata.pop("language_info", None)
             else:
@@ -512,16 +576,32 @@ def _define_steps() -> dict:
             nb.metadata[BUILD_KEY] = {"source_digest": digest, "build_version": BUILD_VERSION}
             return nb, resources
 
-    steps = (CheckSource, RemoveMarkSchemes, TaskStubs, StripSolutionMarkers, ShowMarkSchemes,
-             ExecuteNotebook, NormaliseOutputs, StampBuild)
+    steps = (
+        CheckSource,
+        RemoveMarkSchemes,
+        TaskStubs,
+        StripSolutionMarkers,
+        ShowMarkSchemes,
+        ExecuteNotebook,
+        NormaliseOutputs,
+        StampBuild,
+    )
     for step in steps:
         step.__module__ = __name__
         step.__qualname__ = step.__name__
     return {step.__name__: step for step in steps}
 
 
-STEP_NAMES = ("CheckSource", "RemoveMarkSchemes", "TaskStubs", "StripSolutionMarkers", "ShowMarkSchemes",
-              "ExecuteNotebook", "NormaliseOutputs", "StampBuild")
+STEP_NAMES = (
+    "CheckSource",
+    "RemoveMarkSchemes",
+    "TaskStubs",
+    "StripSolutionMarkers",
+    "ShowMarkSchemes",
+    "ExecuteNotebook",
+    "NormaliseOutputs",
+    "StampBuild",
+)
 
 
 def __getattr__(name: str):
@@ -566,23 +646,60 @@ def _normalised_outputs(outputs, execution_count):
 
 def assignment_steps(gradebook: bool = False) -> list:
     """The release pipeline; with gradebook=True it also saves cells as nbgrader's generate_assignment does."""
-    from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearMarkScheme, ClearOutput,
-                                        ComputeChecksums, IncludeHeaderFooter, LockCells, SaveCells)
+    from nbgrader.preprocessors import (
+        CheckCellMetadata,
+        ClearHiddenTests,
+        ClearMarkScheme,
+        ClearOutput,
+        ComputeChecksums,
+        IncludeHeaderFooter,
+        LockCells,
+        SaveCells,
+    )
 
     module = sys.modules[__name__]
-    return [module.CheckSource, IncludeHeaderFooter, module.RemoveMarkSchemes, LockCells, module.TaskStubs,
-            ClearOutput, CheckCellMetadata, ComputeChecksums, *([SaveCells] if gradebook else []),
-            ClearHiddenTests, ClearMarkScheme, ComputeChecksums, CheckCellMetadata, module.StampBuild]
+    return [
+        module.CheckSource,
+        IncludeHeaderFooter,
+        module.RemoveMarkSchemes,
+        LockCells,
+        module.TaskStubs,
+        ClearOutput,
+        CheckCellMetadata,
+        ComputeChecksums,
+        *([SaveCells] if gradebook else []),
+        ClearHiddenTests,
+        ClearMarkScheme,
+        ComputeChecksums,
+        CheckCellMetadata,
+        module.StampBuild,
+    ]
 
 
 def solution_steps(execute: bool = True) -> list:
     """The solution pipeline; execute=False gives the same cells without running them."""
-    from nbgrader.preprocessors import ClearHiddenTests, ClearMarkScheme, ClearOutput, IncludeHeaderFooter, LockCells
+    from nbgrader.preprocessors import (
+        ClearHiddenTests,
+        ClearMarkScheme,
+        ClearOutput,
+        IncludeHeaderFooter,
+        LockCells,
+    )
 
     module = sys.modules[__name__]
     running = [module.ExecuteNotebook, module.NormaliseOutputs] if execute else []
-    return [module.CheckSource, IncludeHeaderFooter, module.StripSolutionMarkers, ClearHiddenTests,
-            ClearMarkScheme, module.ShowMarkSchemes, LockCells, ClearOutput, *running, module.StampBuild]
+    return [
+        module.CheckSource,
+        IncludeHeaderFooter,
+        module.StripSolutionMarkers,
+        ClearHiddenTests,
+        ClearMarkScheme,
+        module.ShowMarkSchemes,
+        LockCells,
+        ClearOutput,
+        *running,
+        module.StampBuild,
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -597,9 +714,11 @@ class Builder:
 
     def paths(self, assignment) -> dict[str, Path]:
         name = assignment.notebook
-        return {"source": self.root / "source" / assignment.id / name,
-                "assignment": self.root / "assignments" / assignment.id / name,
-                "solution": self.root / "solutions" / assignment.id / name}
+        return {
+            "source": self.root / "source" / assignment.id / name,
+            "assignment": self.root / "assignments" / assignment.id / name,
+            "solution": self.root / "solutions" / assignment.id / name,
+        }
 
     def rel(self, path: Path) -> str:
         try:
@@ -620,9 +739,18 @@ class Builder:
         paths = self.paths(assignment)
         resources = {
             "metadata": {"path": str(paths["source"].parent), "name": assignment.id},
-            "nbgrader": {"assignment": assignment.id, "notebook": Path(assignment.notebook).stem, "student": "."},
-            "layers": {"course": self.course, "assignment": assignment, "source_dir": str(paths["source"].parent),
-                       "root": str(self.root), "label": self.rel(paths["source"])},
+            "nbgrader": {
+                "assignment": assignment.id,
+                "notebook": Path(assignment.notebook).stem,
+                "student": ".",
+            },
+            "layers": {
+                "course": self.course,
+                "assignment": assignment,
+                "source_dir": str(paths["source"].parent),
+                "root": str(self.root),
+                "label": self.rel(paths["source"]),
+            },
         }
         try:
             output, _ = exporter.from_notebook_node(copy.deepcopy(notebook), resources=resources)
@@ -662,10 +790,16 @@ class Builder:
             return "built from a different source (digest differs)"
         import nbformat
 
-        expected = nbformat.reads(self.convert(notebook, assignment, solution_steps(execute=False)), as_version=4)
+        expected = nbformat.reads(
+            self.convert(notebook, assignment, solution_steps(execute=False)), as_version=4
+        )
         if _canonical(_without_outputs(stored)) != _canonical(_without_outputs(expected)):
             return "its cells differ from what the source produces"
-        if any(output.get("output_type") == "error" for cell in stored.cells for output in cell.get("outputs", [])):
+        if any(
+            output.get("output_type") == "error"
+            for cell in stored.cells
+            for output in cell.get("outputs", [])
+        ):
             return "it contains error output"
         return None
 
@@ -676,19 +810,25 @@ class Builder:
             if not paths["source"].exists():
                 for kind in ("assignment", "solution"):
                     if paths[kind].exists():
-                        problems.append(f"{self.rel(paths[kind])}: has no source ({self.rel(paths['source'])} is missing)")
+                        problems.append(
+                            f"{self.rel(paths[kind])}: has no source ({self.rel(paths['source'])} is missing)"
+                        )
                 continue
             notebook = self.load(assignment)
             expected = self.convert(notebook, assignment, assignment_steps())
             if not paths["assignment"].exists():
                 problems.append(f"{self.rel(paths['assignment'])}: missing")
             elif paths["assignment"].read_text(encoding="utf-8") != expected:
-                problems.append(f"{self.rel(paths['assignment'])}: differs from what {self.rel(paths['source'])} produces")
+                problems.append(
+                    f"{self.rel(paths['assignment'])}: differs from what {self.rel(paths['source'])} produces"
+                )
             reason = self.stale_solution(notebook, assignment)
             if reason:
                 problems.append(f"{self.rel(paths['solution'])}: {reason}")
-            problems += [f"{self.rel(path)}: missing or differs from its copy in source/"
-                         for path in self.stale_copies(assignment)]
+            problems += [
+                f"{self.rel(path)}: missing or differs from its copy in source/"
+                for path in self.stale_copies(assignment)
+            ]
         return problems
 
     def build(self, assignments, force: bool = False, log=print) -> None:
@@ -721,13 +861,23 @@ class Builder:
 
 
 def add_arguments(parser):
-    parser.add_argument("assignments", nargs="*", metavar="ASSIGNMENT",
-                        help="assignment ids from course.yml (default: all)")
-    parser.add_argument("--check", action="store_true",
-                        help="change nothing; exit 1 if assignments/ or solutions/ are out of date with source/")
-    parser.add_argument("--force", action="store_true", help="re-execute solutions even when they are up to date")
-    parser.add_argument("--root", type=Path, default=None,
-                        help="the course directory holding course.yml (default: this repository)")
+    parser.add_argument(
+        "assignments", nargs="*", metavar="ASSIGNMENT", help="assignment ids from course.yml (default: all)"
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 if assignments/ or solutions/ are out of date with source/",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="re-execute solutions even when they are up to date"
+    )
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help="the course directory holding course.yml (default: this repository)",
+    )
 
 
 def run(args) -> int:
@@ -736,18 +886,26 @@ def run(args) -> int:
     root = (args.root or DEFAULT_COURSE_FILE.parent).resolve()
     try:
         course = load_course(root / "course.yml")
-        selected = [course.assignment(a) for a in args.assignments] if args.assignments else list(course.assignments)
+        selected = (
+            [course.assignment(a) for a in args.assignments] if args.assignments else list(course.assignments)
+        )
         builder = Builder(root, course)
         if args.check:
             problems = builder.check(selected)
             if problems:
-                print(f"python -m grader build --check: {len(problems)} generated file(s) are out of date with source/:",
-                      file=sys.stderr)
+                print(
+                    f"python -m grader build --check: {len(problems)} generated file(s) are out of date with source/:",
+                    file=sys.stderr,
+                )
                 for problem in problems:
                     print(f"  {problem}", file=sys.stderr)
-                print("Run `python -m grader build` (or `make build`) and commit the result.", file=sys.stderr)
+                print(
+                    "Run `python -m grader build` (or `make build`) and commit the result.", file=sys.stderr
+                )
                 return 1
-            print(f"assignments/ and solutions/ are up to date with source/ ({len(selected)} assignment(s) checked)")
+            print(
+                f"assignments/ and solutions/ are up to date with source/ ({len(selected)} assignment(s) checked)"
+            )
             return 0
         builder.build(selected, force=args.force)
         return 0

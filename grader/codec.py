@@ -39,6 +39,7 @@ class DecodeError(ValueError):
 @dataclass(frozen=True)
 class Unsupported:
     """A value of a type that cannot be graded, e.g. a generator or a custom object."""
+
     type_name: str
 
     def describe(self) -> str:
@@ -49,6 +50,7 @@ class Unsupported:
 @dataclass(frozen=True)
 class TensorData:
     """A torch tensor, as data: its values, dtype name and whether it requires grad."""
+
     array: np.ndarray
     dtype: str
     requires_grad: bool = False
@@ -57,6 +59,7 @@ class TensorData:
 @dataclass(frozen=True)
 class LinearData:
     """A torch.nn.Linear, as data."""
+
     in_features: int
     out_features: int
     weight: TensorData
@@ -67,6 +70,7 @@ class LinearData:
 @dataclass(frozen=True)
 class CallableSpec:
     """A callable argument described as data; student processes rebuild it with `grader.fakes`."""
+
     kind: str
     params: dict = field(default_factory=dict)
 
@@ -110,7 +114,9 @@ class _Encoder:
                 return {"$unsupported": f"a NumPy array of dtype {value.dtype}"}
             if value.nbytes > MAX_ARRAY_BYTES:  # before copying: a broadcast view can claim terabytes
                 return _too_many_bytes("a NumPy array", value.nbytes)
-            contiguous = value if value.flags.c_contiguous else np.ascontiguousarray(value)  # keeps 0-d arrays 0-d
+            contiguous = (
+                value if value.flags.c_contiguous else np.ascontiguousarray(value)
+            )  # keeps 0-d arrays 0-d
             return {"$ndarray": self.array(contiguous)}
         if kind is CallableSpec:
             return {"$callable": value.kind, "params": self(value.params, depth + 1)}
@@ -120,8 +126,20 @@ class _Encoder:
         return {"$unsupported": _type_name(value)}
 
 
-_NUMPY_SCALARS = {np.float64, np.float32, np.float16, np.int64, np.int32, np.int16, np.int8,
-                  np.uint64, np.uint32, np.uint16, np.uint8, np.bool_}
+_NUMPY_SCALARS = {
+    np.float64,
+    np.float32,
+    np.float16,
+    np.int64,
+    np.int32,
+    np.int16,
+    np.int8,
+    np.uint64,
+    np.uint32,
+    np.uint16,
+    np.uint8,
+    np.bool_,
+}
 
 
 def _encode_torch(encoder: _Encoder, value, depth: int):
@@ -142,16 +160,20 @@ def _encode_torch(encoder: _Encoder, value, depth: int):
                 data = data.float()
             array = data.numpy().copy()
         except (RuntimeError, TypeError, ValueError, NotImplementedError):  # sparse, meta, nested tensors
-            return {"$unsupported": f"a {value.layout} tensor on device {value.device} that cannot be read as an array"}
+            return {
+                "$unsupported": f"a {value.layout} tensor on device {value.device} that cannot be read as an array"
+            }
         return {"$tensor": encoder.array(array), "dtype": dtype, "requires_grad": bool(value.requires_grad)}
     if kind is torch.nn.Linear:
         bias = value.bias
-        return {"$linear": {
-            "in_features": encoder(value.in_features, depth + 1),
-            "out_features": encoder(value.out_features, depth + 1),
-            "weight": encoder(value.weight, depth + 1),
-            "bias": None if bias is None else encoder(bias, depth + 1),
-        }}
+        return {
+            "$linear": {
+                "in_features": encoder(value.in_features, depth + 1),
+                "out_features": encoder(value.out_features, depth + 1),
+                "weight": encoder(value.weight, depth + 1),
+                "bias": None if bias is None else encoder(bias, depth + 1),
+            }
+        }
     return None
 
 
@@ -236,8 +258,12 @@ def _linear(decoder: _Decoder, record, depth: int) -> LinearData | Unsupported:
         raise DecodeError("bad nn.Linear record")
     fields = {name: decoder(record[name], depth + 1) for name in record}
     weight, bias = fields["weight"], fields["bias"]
-    if (type(fields["in_features"]) is not int or type(fields["out_features"]) is not int
-            or type(weight) is not TensorData or not (bias is None or type(bias) is TensorData)):
+    if (
+        type(fields["in_features"]) is not int
+        or type(fields["out_features"]) is not int
+        or type(weight) is not TensorData
+        or not (bias is None or type(bias) is TensorData)
+    ):
         return Unsupported("torch.nn.Linear with unreadable fields")
     return LinearData(fields["in_features"], fields["out_features"], weight, bias)
 
@@ -275,7 +301,7 @@ def loads(data: bytes, max_bytes: int = MAX_ARRAY_BYTES, writable: bool = False)
         offset += 8
         if offset + size > len(view):
             raise DecodeError("truncated data")
-        chunk = view[offset:offset + size]
+        chunk = view[offset : offset + size]
         offset += size
         return chunk
 

@@ -65,7 +65,9 @@ class Assignment:
         for part in self.parts:
             if part.id == part_id:
                 return part
-        raise KeyError(f"assignment {self.id} has no part {part_id!r} (known: {', '.join(p.id for p in self.parts)})")
+        raise KeyError(
+            f"assignment {self.id} has no part {part_id!r} (known: {', '.join(p.id for p in self.parts)})"
+        )
 
 
 @dataclass(frozen=True)
@@ -105,8 +107,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
                 if key_node.value in seen:
-                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key_node.value!r}",
-                                                            key_node.start_mark)
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key_node.value!r}", key_node.start_mark
+                    )
                 seen.add(key_node.value)
         return super().construct_mapping(node, deep)
 
@@ -117,7 +120,7 @@ class _Reader:
 
     def fail(self, where: str, message: str):
         if len(message) > MAX_MESSAGE:
-            message = message[:MAX_MESSAGE - 3] + "..."
+            message = message[: MAX_MESSAGE - 3] + "..."
         raise CourseError(f"{self.path.name}: {where}: {message}")
 
     def field(self, mapping: dict, key: str, where: str, kind, required=True, default=None):
@@ -129,7 +132,9 @@ class _Reader:
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if type(value) is bool and bool not in kinds or not isinstance(value, kinds):
             names = " or ".join(k.__name__ for k in kinds)
-            self.fail(f"{where}.{key}" if where else key, f"expected {names}, got {type(value).__name__} {value!r}")
+            self.fail(
+                f"{where}.{key}" if where else key, f"expected {names}, got {type(value).__name__} {value!r}"
+            )
         return value
 
     def positive(self, mapping: dict, key: str, where: str, kind, default=None) -> int | float:
@@ -185,11 +190,16 @@ def load_course(path: str | Path = DEFAULT_COURSE_FILE) -> Course:
             if earlier.id == assignment.id:
                 reader.fail(f"assignments[{index}].id", f"duplicate assignment id {assignment.id!r}")
             if earlier.number == assignment.number:
-                reader.fail(f"assignments[{index}].id", f"assignment number {assignment.number} is already "
-                                                        f"used by {earlier.id!r}; task numbers would clash")
+                reader.fail(
+                    f"assignments[{index}].id",
+                    f"assignment number {assignment.number} is already "
+                    f"used by {earlier.id!r}; task numbers would clash",
+                )
             if earlier.notebook == assignment.notebook:
-                reader.fail(f"assignments[{index}].notebook",
-                            f"notebook {assignment.notebook!r} is already used by {earlier.id!r}")
+                reader.fail(
+                    f"assignments[{index}].notebook",
+                    f"notebook {assignment.notebook!r} is already used by {earlier.id!r}",
+                )
         assignments.append(assignment)
     return Course(course_id, title, secret_env, limits, tuple(assignments), path.resolve())
 
@@ -249,9 +259,13 @@ def _part(reader: _Reader, raw, where: str, task: str) -> Part:
 
 def add_course_option(parser, holds: str = "course.yml") -> None:
     """The `--course DIR` option shared by the commands that work on a course directory."""
-    parser.add_argument("--course", default=None, metavar="DIR",
-                        help=f"course directory holding {holds} (default: the current directory when it "
-                             "has course.yml, else this repository)")
+    parser.add_argument(
+        "--course",
+        default=None,
+        metavar="DIR",
+        help=f"course directory holding {holds} (default: the current directory when it "
+        "has course.yml, else this repository)",
+    )
 
 
 def load_course_dir(directory: str | Path | None) -> tuple[Course, Path]:

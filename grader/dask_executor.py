@@ -61,16 +61,21 @@ class RemoteGradingError(RuntimeError):
 
 # --- what both sides must agree on ----------------------------------------------------------------
 
+
 @functools.lru_cache(maxsize=1)
 def environment_fingerprint() -> dict[str, str]:
     """{"grader": digest of the grader's and layerlab's source, "python": "3.11", package: version...}."""
     import sys
     from importlib.metadata import PackageNotFoundError, version
+
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
     for path in sorted([*(root / "grader").rglob("*.py"), *(root / "layerlab").rglob("*.py")]):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    found = {"grader": digest.hexdigest()[:16], "python": f"{sys.version_info.major}.{sys.version_info.minor}"}
+    found = {
+        "grader": digest.hexdigest()[:16],
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+    }
     for name in VERSIONED_PACKAGES:
         try:
             found[name] = version(name)
@@ -81,8 +86,11 @@ def environment_fingerprint() -> dict[str, str]:
 
 def _differences(mine: dict, theirs: dict) -> str:
     names = sorted(set(mine) | set(theirs))
-    return ", ".join(f"{name} {theirs.get(name)!r} (driver: {mine.get(name)!r})"
-                     for name in names if mine.get(name) != theirs.get(name))
+    return ", ".join(
+        f"{name} {theirs.get(name)!r} (driver: {mine.get(name)!r})"
+        for name in names
+        if mine.get(name) != theirs.get(name)
+    )
 
 
 # --- the worker side ------------------------------------------------------------------------------
@@ -96,6 +104,7 @@ def worker_sandbox(limits):
     """This process's sandbox for `limits`, started on first use by a long-lived holder thread."""
     from grader.autograde import _SandboxStarter
     from grader.sandbox import Sandbox
+
     key = (os.getpid(), repr(limits))
     with _sandboxes_lock:
         starter = _sandboxes.get(key)
@@ -125,6 +134,7 @@ def close_worker_sandboxes() -> None:
 def _worker_course(course_yml: str, assignment, source_name: str, source: bytes):
     """A Course loaded from a private copy of the driver's course.yml and source notebook."""
     from grader.course import load_course
+
     key = hashlib.sha256(course_yml.encode() + b"\0" + assignment.encode() + b"\0" + source).hexdigest()
     with _sandboxes_lock:
         if key not in _courses:
@@ -143,6 +153,7 @@ def allow_child_processes() -> None:
     multiprocessing forbids to have children, and the tensor-parallel checks start gloo ranks
     (with their own deadline, so none outlives its check)."""
     import multiprocessing
+
     process = multiprocessing.current_process()
     if process.daemon:
         process.daemon = False
@@ -161,11 +172,13 @@ def grade_on_worker(task: dict) -> str:
     from grader.autograde import failed_result, secret_fingerprint
     from grader.seeding import grading_secret
     from grader.submission import grade_submission
+
     reply = {"protocol": PROTOCOL, "worker": worker_name()}
     mine = environment_fingerprint()
     if task.get("protocol") != PROTOCOL or task.get("environment") != mine:
-        reply["refused"] = ("its grader code or libraries differ from the driver's: "
-                            + (_differences(task.get("environment") or {}, mine) or "protocol version"))
+        reply["refused"] = "its grader code or libraries differ from the driver's: " + (
+            _differences(task.get("environment") or {}, mine) or "protocol version"
+        )
         return json.dumps(reply)
     allow_child_processes()
     start = time.perf_counter()
@@ -189,12 +202,23 @@ def grade_on_worker(task: dict) -> str:
         try:
             result = grade_submission(course, task["assignment"], notebook, task["student"], secret, sandbox)
         except Exception as error:  # grade_submission should never raise; record it if it does
-            result = failed_result(course, task["assignment"], notebook, task["student"],
-                                   f"the grader failed on this notebook ({type(error).__name__}: {error})")
-        places = {str(notebook): task["notebook_path"], str(folder): str(Path(task["notebook_path"]).parent),
-                  str(course.root): task["course_root"]}
-        reply.update(secret=secret_fingerprint(secret), seconds=time.perf_counter() - start,
-                     result=_relocated(result_to_wire(result), places))
+            result = failed_result(
+                course,
+                task["assignment"],
+                notebook,
+                task["student"],
+                f"the grader failed on this notebook ({type(error).__name__}: {error})",
+            )
+        places = {
+            str(notebook): task["notebook_path"],
+            str(folder): str(Path(task["notebook_path"]).parent),
+            str(course.root): task["course_root"],
+        }
+        reply.update(
+            secret=secret_fingerprint(secret),
+            seconds=time.perf_counter() - start,
+            result=_relocated(result_to_wire(result), places),
+        )
         return json.dumps(reply)
     finally:
         shutil.rmtree(workspace, ignore_errors=True)
@@ -232,6 +256,7 @@ def _has_cleanup_plugin(dask_scheduler) -> bool:
 
 # --- the wire format ------------------------------------------------------------------------------
 
+
 def result_to_wire(result) -> dict:
     """A SubmissionResult as JSON-ready data, with the answers the gradebook needs."""
     data = result.to_dict()
@@ -253,11 +278,14 @@ def result_from_wire(data, course, assignment_id: str, student: str, notebook_pa
     """
     from grader.result import PartResult, Status
     from grader.submission import SubmissionResult
+
     if type(data) is not dict:
         raise RemoteGradingError("the result is not a JSON object")
     if data.get("assignment") != assignment_id or data.get("student") != student:
-        raise RemoteGradingError(f"the result is for {data.get('student')!r}/{data.get('assignment')!r}, "
-                                 f"not {student!r}/{assignment_id!r}")
+        raise RemoteGradingError(
+            f"the result is for {data.get('student')!r}/{data.get('assignment')!r}, "
+            f"not {student!r}/{assignment_id!r}"
+        )
     assignment = course.assignment(assignment_id)
     raw_parts = data.get("parts")
     expected_ids = [part.id for part in assignment.parts]
@@ -275,13 +303,23 @@ def result_from_wire(data, course, assignment_id: str, student: str, notebook_pa
             raise RemoteGradingError(f"{where} has score {score} outside [0, {max_score}]")
         if raw.get("status") not in {status.value for status in Status}:
             raise RemoteGradingError(f"{where} has an unknown status {raw.get('status')!r}")
-        if (raw["status"] == Status.MANUAL) != (part.kind == "manual") and not (part.kind == "manual" and score == 0):
+        if (raw["status"] == Status.MANUAL) != (part.kind == "manual") and not (
+            part.kind == "manual" and score == 0
+        ):
             raise RemoteGradingError(f"{where} has status {raw['status']!r} but is a {part.kind} part")
         codes = raw.get("misconceptions")
         if type(codes) is not list or not all(type(code) is str and len(code) <= 100 for code in codes):
             raise RemoteGradingError(f"{where} has misconception codes that are not a list of short texts")
-        parts.append(PartResult(part.id, float(score), float(max_score), Status(raw["status"]),
-                                _text(raw.get("feedback"), f"{where}'s feedback"), tuple(codes)))
+        parts.append(
+            PartResult(
+                part.id,
+                float(score),
+                float(max_score),
+                Status(raw["status"]),
+                _text(raw.get("feedback"), f"{where}'s feedback"),
+                tuple(codes),
+            )
+        )
     error = data.get("error")
     if error is not None:
         error = _text(error, "the error")
@@ -292,12 +330,20 @@ def result_from_wire(data, course, assignment_id: str, student: str, notebook_pa
     if type(answers) is not dict or not set(answers) <= {p.id for p in assignment.parts}:
         raise RemoteGradingError("the answers are not a mapping from part ids to text")
     answers = {key: _text(value, f"the answer to {key}", MAX_REPLY_CHARS) for key, value in answers.items()}
-    return SubmissionResult(notebook_path, assignment_id, student, parts, error,
-                            [_text(warning, "a warning") for warning in warnings], answers,
-                            retry=data.get("retry") is True)
+    return SubmissionResult(
+        notebook_path,
+        assignment_id,
+        student,
+        parts,
+        error,
+        [_text(warning, "a warning") for warning in warnings],
+        answers,
+        retry=data.get("retry") is True,
+    )
 
 
 # --- the driver side ------------------------------------------------------------------------------
+
 
 class DaskGrading:
     """The driver's connection to a Dask cluster: builds tasks and checks replies.
@@ -309,14 +355,23 @@ class DaskGrading:
     grading.close()
     """
 
-    def __init__(self, address: str, course, secret: str, worker_wait_s: float = WORKER_WAIT_S,
-                 connect_timeout_s: float = CONNECT_TIMEOUT_S):
+    def __init__(
+        self,
+        address: str,
+        course,
+        secret: str,
+        worker_wait_s: float = WORKER_WAIT_S,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    ):
         try:
             from distributed import Client
         except ImportError:
-            raise RemoteGradingError("--dask needs the dask and distributed packages: "
-                                     "pip install 'layers-course-grader[dask]' (or make setup)") from None
+            raise RemoteGradingError(
+                "--dask needs the dask and distributed packages: "
+                "pip install 'layers-course-grader[dask]' (or make setup)"
+            ) from None
         from grader.autograde import secret_fingerprint
+
         self.course, self.address = course, address
         self.fingerprint = secret_fingerprint(secret)
         self.environment = environment_fingerprint()
@@ -333,8 +388,9 @@ class DaskGrading:
             threads = sum(self.client.nthreads().values())
         except Exception as error:
             self.client.close()
-            raise RemoteGradingError(f"the Dask cluster at {address} has no usable worker "
-                                     f"(waited {worker_wait_s:g} s): {error}") from None
+            raise RemoteGradingError(
+                f"the Dask cluster at {address} has no usable worker (waited {worker_wait_s:g} s): {error}"
+            ) from None
         self.window = max(2, 2 * threads)
 
     def executor(self):
@@ -344,6 +400,7 @@ class DaskGrading:
     def task(self, job) -> dict:
         """The plain-data task for one autograde Job."""
         from grader.submission import MAX_NOTEBOOK_BYTES
+
         assignment = self.course.assignment(job.assignment)
         if job.assignment not in self._sources:
             source = self.course.root / "source" / job.assignment / assignment.notebook
@@ -355,11 +412,20 @@ class DaskGrading:
                 notebook = job.path.read_bytes()
         except OSError:
             size = 0
-        return {"protocol": PROTOCOL, "environment": self.environment, "course_yml": self.course_yml,
-                "assignment": job.assignment, "source_name": assignment.notebook,
-                "source": self._sources[job.assignment], "student": job.student,
-                "notebook_name": job.path.name, "notebook": notebook, "notebook_size": size,
-                "notebook_path": str(job.path), "course_root": str(self.course.root)}
+        return {
+            "protocol": PROTOCOL,
+            "environment": self.environment,
+            "course_yml": self.course_yml,
+            "assignment": job.assignment,
+            "source_name": assignment.notebook,
+            "source": self._sources[job.assignment],
+            "student": job.student,
+            "notebook_name": job.path.name,
+            "notebook": notebook,
+            "notebook_size": size,
+            "notebook_path": str(job.path),
+            "course_root": str(self.course.root),
+        }
 
     def receive(self, job, reply: str):
         """(SubmissionResult, seconds) from a worker's JSON reply; RemoteGradingError if unusable."""
@@ -370,8 +436,9 @@ class DaskGrading:
             if type(data) is not dict:
                 raise ValueError("not a JSON object")
         except ValueError as error:
-            raise RemoteGradingError(f"a worker's reply for {job.student}/{job.assignment} is unusable: "
-                                     f"{error}") from None
+            raise RemoteGradingError(
+                f"a worker's reply for {job.student}/{job.assignment} is unusable: {error}"
+            ) from None
         worker = str(data.get("worker", "an unknown worker"))[:200]
         where = f"worker {worker} grading {job.student}/{job.assignment}"
         if data.get("protocol") != PROTOCOL:
@@ -379,13 +446,17 @@ class DaskGrading:
         if "refused" in data:
             raise RemoteGradingError(f"{where} refused: {str(data['refused'])[:2000]}")
         if data.get("secret") != self.fingerprint:
-            raise RemoteGradingError(f"{where} grades with a different course secret: set "
-                                     f"{self.course.secret_env} to the driver's value on every worker")
+            raise RemoteGradingError(
+                f"{where} grades with a different course secret: set "
+                f"{self.course.secret_env} to the driver's value on every worker"
+            )
         seconds = data.get("seconds")
         if type(seconds) not in (int, float) or not 0 <= seconds < 1e7:
             raise RemoteGradingError(f"{where} reported an impossible time {seconds!r}")
         try:
-            result = result_from_wire(data.get("result"), self.course, job.assignment, job.student, str(job.path))
+            result = result_from_wire(
+                data.get("result"), self.course, job.assignment, job.student, str(job.path)
+            )
         except RemoteGradingError as error:
             raise RemoteGradingError(f"{where} sent a result that is not valid: {error}") from None
         return result, float(seconds)
@@ -424,5 +495,8 @@ def process_memory(pid: int | None = None) -> dict[str, float]:
         descendants += children
         frontier += children
     own = status(pid)
-    return {"peak_rss_mb": own.get("VmHWM", 0.0), "rss_mb": own.get("VmRSS", 0.0),
-            "children_rss_mb": sum(status(child).get("VmRSS", 0.0) for child in descendants)}
+    return {
+        "peak_rss_mb": own.get("VmHWM", 0.0),
+        "rss_mb": own.get("VmRSS", 0.0),
+        "children_rss_mb": sum(status(child).get("VmRSS", 0.0) for child in descendants),
+    }

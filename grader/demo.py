@@ -19,11 +19,19 @@ DEMO_LIMITS = {"part_timeout_s": 5, "notebook_timeout_s": 60}
 
 
 def add_arguments(parser):
-    parser.add_argument("--dir", default=None, metavar="DIR",
-                        help="where to build the demo course (must not exist or be empty; default: a new "
-                             "temporary folder)")
-    parser.add_argument("--workers", type=int, default=None, metavar="N",
-                        help="submissions graded in parallel (default: course.yml limits.workers)")
+    parser.add_argument(
+        "--dir",
+        default=None,
+        metavar="DIR",
+        help="where to build the demo course (must not exist or be empty; default: a new temporary folder)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="submissions graded in parallel (default: course.yml limits.workers)",
+    )
 
 
 def prepare(directory: Path, repo: Path) -> None:
@@ -31,6 +39,7 @@ def prepare(directory: Path, repo: Path) -> None:
     import yaml
 
     from grader.course import load_course
+
     load_course(repo / "course.yml")  # a malformed course.yml: CourseError before anything is copied
     if not (repo / "source").is_dir() or not any((repo / "source").glob("*/*.ipynb")):
         raise FileNotFoundError(f"the course notebooks are missing under {repo / 'source'}")
@@ -39,7 +48,9 @@ def prepare(directory: Path, repo: Path) -> None:
     config.setdefault("limits", {}).update(DEMO_LIMITS)
     (directory / "course.yml").write_text(
         "# A copy of the course's course.yml for the demo, with shorter time limits.\n"
-        + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        + yaml.safe_dump(config, sort_keys=False),
+        encoding="utf-8",
+    )
     for folder in ("source", "assignments"):
         if (repo / folder).is_dir():
             shutil.copytree(repo / folder, directory / folder)
@@ -75,9 +86,11 @@ def run(args) -> int:
     print(f"Course copied to {directory} (the repository is not touched).")
     if missing:
         print(f"Note: the notebooks of {', '.join(missing)} are not in source/ yet, so they are left out.")
-    print(f"{len(students)} students handed in {len(submissions)} notebooks. Demo limits: "
-          f"{course.limits.part_timeout_s:g} s per call into student code, {course.limits.notebook_timeout_s:g} s "
-          f"per notebook; {workers} worker(s).\n")
+    print(
+        f"{len(students)} students handed in {len(submissions)} notebooks. Demo limits: "
+        f"{course.limits.part_timeout_s:g} s per call into student code, {course.limits.notebook_timeout_s:g} s "
+        f"per notebook; {workers} worker(s).\n"
+    )
     start = time.monotonic()
     try:
         outcomes = autograde(course, directory, workers=workers, secret=DEMO_SECRET)
@@ -94,6 +107,7 @@ def run(args) -> int:
 
 # --- judging the outcome ------------------------------------------------------------------------
 
+
 def _auto_parts(result: dict) -> list[dict]:
     return [p for p in result.get("parts", []) if p.get("status") != "manual"]
 
@@ -108,6 +122,7 @@ def student_results(outcomes) -> dict[str, list[dict]]:
 def verdicts(course, outcomes, gradebook_ok: bool, students=None):
     """Rows (student, what they did, score, codes, verdict) and whether every verdict holds."""
     from grader.demo_class import CLASS
+
     by_student = student_results(outcomes)
     rows, all_ok = [], True
     for student in students or CLASS:
@@ -147,7 +162,9 @@ def verdicts(course, outcomes, gradebook_ok: bool, students=None):
                 verdict = "blocked: no points gained"
         all_ok &= ok
         mark = "ok " if ok else "!! "
-        rows.append([student.id, student.does, f"{score:g}/{max_score:g}", " ".join(codes) or "-", mark + verdict])
+        rows.append(
+            [student.id, student.does, f"{score:g}/{max_score:g}", " ".join(codes) or "-", mark + verdict]
+        )
     return rows, all_ok
 
 
@@ -156,7 +173,11 @@ def _expand(course, keys) -> list[str]:
     for key in keys:
         assignment_id, _, part_id = key.partition(".")
         if part_id == "*":
-            out += [f"{assignment_id}.{p.id}" for p in course.assignment(assignment_id).parts if p.kind != "manual"]
+            out += [
+                f"{assignment_id}.{p.id}"
+                for p in course.assignment(assignment_id).parts
+                if p.kind != "manual"
+            ]
         else:
             out.append(key)
     return out
@@ -165,6 +186,7 @@ def _expand(course, keys) -> list[str]:
 def gradebook_intact(course, directory: Path, outcomes) -> tuple[bool, str]:
     """Whether the gradebook holds exactly the autograder's scores (no student rewrote it)."""
     from grader import gradebook as gbm
+
     try:
         gradebook = gbm.open_gradebook(gbm.default_db_url(directory), course.course_id)
     except gbm.GradebookError as error:
@@ -183,28 +205,45 @@ def gradebook_intact(course, directory: Path, outcomes) -> tuple[bool, str]:
         for part in outcome.result.get("parts", []):
             expected = (None if part["status"] == "manual" else part["score"], None)
             if stored.get(part["id"]) != expected:
-                return False, f"{outcome.job.student}/{outcome.job.assignment}.{part['id']} differs from the autograder's result"
+                return (
+                    False,
+                    f"{outcome.job.student}/{outcome.job.assignment}.{part['id']} differs from the autograder's result",
+                )
     return True, f"all {len(outcomes)} submissions in the gradebook match the autograder's results"
 
 
 # --- the printout ---------------------------------------------------------------------------------
+
 
 def report(course, directory: Path, outcomes, rows, elapsed: float, intact: bool, integrity_note: str) -> str:
     from grader.autograde import format_table
     from grader.demo_class import CLASS
     from grader.feedback import redact
     from grader.misconceptions import MISCONCEPTIONS
-    out = [format_table(["student", "what they handed in", "auto score", "misconceptions named", "verdict"],
-                        rows, max_width=64), ""]
-    out.append(f"Graded {len(outcomes)} notebooks in {elapsed:.1f} s (sandbox start-up included). Gradebook check: "
-               f"{'ok' if intact else 'FAILED'}: {integrity_note}.")
+
+    out = [
+        format_table(
+            ["student", "what they handed in", "auto score", "misconceptions named", "verdict"],
+            rows,
+            max_width=64,
+        ),
+        "",
+    ]
+    out.append(
+        f"Graded {len(outcomes)} notebooks in {elapsed:.1f} s (sandbox start-up included). Gradebook check: "
+        f"{'ok' if intact else 'FAILED'}: {integrity_note}."
+    )
     out += ["", "What the students are told (first lost part per student):", ""]
     by_student = student_results(outcomes)
     for student in CLASS:
         if student.kind == "reference" and student.base == "solutions":
             continue
-        lost = [(r["assignment"], p) for r in by_student.get(student.id, [])
-                for p in _auto_parts(r) if p["score"] < p["max_score"]]
+        lost = [
+            (r["assignment"], p)
+            for r in by_student.get(student.id, [])
+            for p in _auto_parts(r)
+            if p["score"] < p["max_score"]
+        ]
         if student.kind == "cheat":
             attacked = set(_expand(course, student.attacked))
             lost = [item for item in lost if f"{item[0]}.{item[1]['id']}" in attacked] or lost
@@ -212,13 +251,23 @@ def report(course, directory: Path, outcomes, rows, elapsed: float, intact: bool
             continue
         assignment_id, part = lost[0]
         task = course.assignment(assignment_id).part(part["id"]).task
-        out.append(f"  {student.id} - task {task} `{part['id']}` ({part['status']}, "
-                   f"{part['score']:g}/{part['max_score']:g}):")
-        out += textwrap.wrap(" ".join(redact(part["feedback"]).split()), 96, initial_indent="      ",
-                             subsequent_indent="      ")
+        out.append(
+            f"  {student.id} - task {task} `{part['id']}` ({part['status']}, "
+            f"{part['score']:g}/{part['max_score']:g}):"
+        )
+        out += textwrap.wrap(
+            " ".join(redact(part["feedback"]).split()),
+            96,
+            initial_indent="      ",
+            subsequent_indent="      ",
+        )
         for code in part.get("misconceptions", []):
-            out += textwrap.wrap(f"{code}: {MISCONCEPTIONS.get(code, '')}", 96, initial_indent="      > ",
-                                 subsequent_indent="        ")
+            out += textwrap.wrap(
+                f"{code}: {MISCONCEPTIONS.get(code, '')}",
+                96,
+                initial_indent="      > ",
+                subsequent_indent="        ",
+            )
         out.append("")
     manual = sum(1 for o in outcomes for p in o.result.get("parts", []) if p.get("status") == "manual")
     example = next(iter(sorted((directory / "feedback").rglob("*.html"))), None)

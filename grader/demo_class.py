@@ -20,13 +20,13 @@ from grader.gradebook import _stub_source, solution_cell_name
 @dataclass(frozen=True)
 class DemoStudent:
     id: str
-    does: str                               # one line for the instructor
-    base: str                               # "solutions" or "stubs"
-    answers: dict[str, str] = field(default_factory=dict)   # "assignment.part" -> answer cell source
-    assignments: tuple[str, ...] = ()       # submitted assignments; () = every assignment
-    expect: tuple[str, ...] = ()            # misconception codes the grader should name
-    attacked: tuple[str, ...] = ()          # "assignment.part" (or "assignment.*") that must score 0
-    kind: str = "mistake"                   # "reference" | "mistake" | "cheat"
+    does: str  # one line for the instructor
+    base: str  # "solutions" or "stubs"
+    answers: dict[str, str] = field(default_factory=dict)  # "assignment.part" -> answer cell source
+    assignments: tuple[str, ...] = ()  # submitted assignments; () = every assignment
+    expect: tuple[str, ...] = ()  # misconception codes the grader should name
+    attacked: tuple[str, ...] = ()  # "assignment.part" (or "assignment.*") that must score 0
+    kind: str = "mistake"  # "reference" | "mistake" | "cheat"
 
     def submits(self, assignment_id: str) -> bool:
         return not self.assignments or assignment_id in self.assignments
@@ -123,7 +123,9 @@ def _find(relative):
     return [os.path.abspath(c) for c in candidates if os.path.exists(c)]
 '''
 
-STEAL_SOLUTIONS = _FIND + '''
+STEAL_SOLUTIONS = (
+    _FIND
+    + '''
 import json
 for _path in _find("source/01_shapes/01_shapes.ipynb"):
     try:
@@ -137,8 +139,11 @@ for _path in _find("source/01_shapes/01_shapes.ipynb"):
             except Exception:
                 pass
 '''
+)
 
-TAMPER_GRADEBOOK = _FIND + '''
+TAMPER_GRADEBOOK = (
+    _FIND
+    + '''
 import sqlite3
 for _db in _find("gradebook.db"):
     try:
@@ -156,6 +161,7 @@ for _db in _find("gradebook.db"):
 def linear_forward(X, W, b):
     raise NotImplementedError("Task 1.4")
 '''
+)
 
 EXIT_EARLY = '''\
 import os
@@ -195,53 +201,150 @@ def relu(Z):
 
 CLASS: tuple[DemoStudent, ...] = (
     DemoStudent("ada", "the model solutions, every assignment", "solutions", kind="reference"),
-    DemoStudent("sam", "submitted the released stubs unchanged", "stubs", kind="reference",
-                expect=("not-implemented",)),
-    DemoStudent("tia", "linear_forward with W the wrong way round: X @ W + b", "solutions",
-                {"01_shapes.linear_forward": TRANSPOSED_WEIGHTS}, ("01_shapes",), ("weight-rows-are-inputs",)),
-    DemoStudent("max", "linear_forward without the bias", "solutions",
-                {"01_shapes.linear_forward": MISSING_BIAS}, ("01_shapes",), ("missing-bias",)),
-    DemoStudent("bea", "one bias per input in the parameter count", "solutions",
-                {"02_parameters.layer_parameters": BIAS_PER_INPUT,
-                 "02_parameters.params_formula": 'params_formula = "d_in*(d_out + 1)"'},
-                ("02_parameters",), ("bias-per-input",)),
-    DemoStudent("wes", "width doubling doubles the parameters", "solutions",
-                {"02_parameters.doubling_ratio": 'doubling_ratio = "2"'},
-                ("02_parameters",), ("width-doubling-doubles-params",)),
-    DemoStudent("gus", "bias gradient not summed over the batch", "solutions",
-                {"03_gradients.linear_backward": GRADIENT_NOT_SUMMED, "03_gradients.grad_b_expr": 'dL_db = "G"'},
-                ("03_gradients",), ("bias-grad-not-summed",)),
-    DemoStudent("rio", "adds the bias on every shard of a row-parallel layer", "solutions",
-                {"04_tensor_parallel.row_parallel_forward": BIAS_PER_SHARD},
-                ("04_tensor_parallel",), ("bias-added-per-shard",)),
-    DemoStudent("kit", "times the warm-up calls too", "solutions",
-                {"05_matmul_benchmark.time_op": TIMING_WITH_WARMUP},
-                ("05_matmul_benchmark",), ("timing-includes-warmup",)),
-    DemoStudent("flo", "counts a multiply-add as one FLOP", "solutions",
-                {"05_matmul_benchmark.matmul_flops": FLOPS_WITHOUT_2,
-                 "05_matmul_benchmark.flops_formula": 'flops_formula = "B*d_in*d_out"'},
-                ("05_matmul_benchmark",), ("flops-missing-factor-2",)),
-    DemoStudent("x-allclose", "replaces np.allclose by `lambda *a, **k: True` and returns zeros", "stubs",
-                {"01_shapes.linear_forward": PATCH_ALLCLOSE}, ("01_shapes",),
-                attacked=("01_shapes.linear_forward",), kind="cheat"),
-    DemoStudent("x-steal", "reads the instructor's source notebook and execs it", "stubs",
-                {"01_shapes.x2_for_zero_output": STEAL_SOLUTIONS}, ("01_shapes",),
-                attacked=("01_shapes.*",), kind="cheat"),
-    DemoStudent("x-gradebook", "rewrites gradebook.db while being graded", "stubs",
-                {"01_shapes.linear_forward": TAMPER_GRADEBOOK}, ("01_shapes",),
-                attacked=("01_shapes.linear_forward",), kind="cheat"),
-    DemoStudent("x-exit", "calls os._exit(0) inside relu", "solutions",
-                {"01_shapes.relu": EXIT_EARLY}, ("01_shapes",), attacked=("01_shapes.relu",), kind="cheat"),
-    DemoStudent("x-loop", "relu is an infinite loop", "solutions",
-                {"01_shapes.relu": INFINITE_LOOP}, ("01_shapes",), attacked=("01_shapes.relu",), kind="cheat"),
-    DemoStudent("x-fork", "relu forks 256 processes", "solutions",
-                {"01_shapes.relu": FORK_BOMB}, ("01_shapes",), attacked=("01_shapes.relu",), kind="cheat"),
-    DemoStudent("x-flood", "prints a gigabyte of output", "solutions",
-                {"01_shapes.relu": OUTPUT_FLOOD}, ("01_shapes",), kind="cheat"),
+    DemoStudent(
+        "sam",
+        "submitted the released stubs unchanged",
+        "stubs",
+        kind="reference",
+        expect=("not-implemented",),
+    ),
+    DemoStudent(
+        "tia",
+        "linear_forward with W the wrong way round: X @ W + b",
+        "solutions",
+        {"01_shapes.linear_forward": TRANSPOSED_WEIGHTS},
+        ("01_shapes",),
+        ("weight-rows-are-inputs",),
+    ),
+    DemoStudent(
+        "max",
+        "linear_forward without the bias",
+        "solutions",
+        {"01_shapes.linear_forward": MISSING_BIAS},
+        ("01_shapes",),
+        ("missing-bias",),
+    ),
+    DemoStudent(
+        "bea",
+        "one bias per input in the parameter count",
+        "solutions",
+        {
+            "02_parameters.layer_parameters": BIAS_PER_INPUT,
+            "02_parameters.params_formula": 'params_formula = "d_in*(d_out + 1)"',
+        },
+        ("02_parameters",),
+        ("bias-per-input",),
+    ),
+    DemoStudent(
+        "wes",
+        "width doubling doubles the parameters",
+        "solutions",
+        {"02_parameters.doubling_ratio": 'doubling_ratio = "2"'},
+        ("02_parameters",),
+        ("width-doubling-doubles-params",),
+    ),
+    DemoStudent(
+        "gus",
+        "bias gradient not summed over the batch",
+        "solutions",
+        {"03_gradients.linear_backward": GRADIENT_NOT_SUMMED, "03_gradients.grad_b_expr": 'dL_db = "G"'},
+        ("03_gradients",),
+        ("bias-grad-not-summed",),
+    ),
+    DemoStudent(
+        "rio",
+        "adds the bias on every shard of a row-parallel layer",
+        "solutions",
+        {"04_tensor_parallel.row_parallel_forward": BIAS_PER_SHARD},
+        ("04_tensor_parallel",),
+        ("bias-added-per-shard",),
+    ),
+    DemoStudent(
+        "kit",
+        "times the warm-up calls too",
+        "solutions",
+        {"05_matmul_benchmark.time_op": TIMING_WITH_WARMUP},
+        ("05_matmul_benchmark",),
+        ("timing-includes-warmup",),
+    ),
+    DemoStudent(
+        "flo",
+        "counts a multiply-add as one FLOP",
+        "solutions",
+        {
+            "05_matmul_benchmark.matmul_flops": FLOPS_WITHOUT_2,
+            "05_matmul_benchmark.flops_formula": 'flops_formula = "B*d_in*d_out"',
+        },
+        ("05_matmul_benchmark",),
+        ("flops-missing-factor-2",),
+    ),
+    DemoStudent(
+        "x-allclose",
+        "replaces np.allclose by `lambda *a, **k: True` and returns zeros",
+        "stubs",
+        {"01_shapes.linear_forward": PATCH_ALLCLOSE},
+        ("01_shapes",),
+        attacked=("01_shapes.linear_forward",),
+        kind="cheat",
+    ),
+    DemoStudent(
+        "x-steal",
+        "reads the instructor's source notebook and execs it",
+        "stubs",
+        {"01_shapes.x2_for_zero_output": STEAL_SOLUTIONS},
+        ("01_shapes",),
+        attacked=("01_shapes.*",),
+        kind="cheat",
+    ),
+    DemoStudent(
+        "x-gradebook",
+        "rewrites gradebook.db while being graded",
+        "stubs",
+        {"01_shapes.linear_forward": TAMPER_GRADEBOOK},
+        ("01_shapes",),
+        attacked=("01_shapes.linear_forward",),
+        kind="cheat",
+    ),
+    DemoStudent(
+        "x-exit",
+        "calls os._exit(0) inside relu",
+        "solutions",
+        {"01_shapes.relu": EXIT_EARLY},
+        ("01_shapes",),
+        attacked=("01_shapes.relu",),
+        kind="cheat",
+    ),
+    DemoStudent(
+        "x-loop",
+        "relu is an infinite loop",
+        "solutions",
+        {"01_shapes.relu": INFINITE_LOOP},
+        ("01_shapes",),
+        attacked=("01_shapes.relu",),
+        kind="cheat",
+    ),
+    DemoStudent(
+        "x-fork",
+        "relu forks 256 processes",
+        "solutions",
+        {"01_shapes.relu": FORK_BOMB},
+        ("01_shapes",),
+        attacked=("01_shapes.relu",),
+        kind="cheat",
+    ),
+    DemoStudent(
+        "x-flood",
+        "prints a gigabyte of output",
+        "solutions",
+        {"01_shapes.relu": OUTPUT_FLOOD},
+        ("01_shapes",),
+        kind="cheat",
+    ),
 )
 
 
 # --- building the notebooks ---------------------------------------------------------------------
+
 
 def _source_text(cell) -> str:
     source = cell.get("source", "")
@@ -271,7 +374,9 @@ def released_notebook(course_dir: Path, assignment) -> dict:
     released = course_dir / "assignments" / assignment.id / assignment.notebook
     if released.is_file():
         return json.loads(released.read_text(encoding="utf-8"))
-    data = json.loads((course_dir / "source" / assignment.id / assignment.notebook).read_text(encoding="utf-8"))
+    data = json.loads(
+        (course_dir / "source" / assignment.id / assignment.notebook).read_text(encoding="utf-8")
+    )
     cells = []
     for cell in data["cells"]:
         if "mark-scheme" in cell.get("metadata", {}).get("tags", []):
@@ -299,8 +404,13 @@ def notebook_for(course_dir: Path, assignment, student: DemoStudent) -> dict:
     return data
 
 
-def write_submissions(course, course_dir: Path, students=CLASS, assignment_ids=None,
-                      timestamp: str = "2026-11-30 09:00:00.000000 UTC") -> list[tuple[str, str]]:
+def write_submissions(
+    course,
+    course_dir: Path,
+    students=CLASS,
+    assignment_ids=None,
+    timestamp: str = "2026-11-30 09:00:00.000000 UTC",
+) -> list[tuple[str, str]]:
     """Write the students' notebooks under submitted/; returns the (student, assignment) pairs.
 
     assignment_ids: only these assignments (default: all of course.yml).
@@ -308,7 +418,9 @@ def write_submissions(course, course_dir: Path, students=CLASS, assignment_ids=N
     written = []
     for student in students:
         for assignment in course.assignments:
-            if not student.submits(assignment.id) or (assignment_ids is not None and assignment.id not in assignment_ids):
+            if not student.submits(assignment.id) or (
+                assignment_ids is not None and assignment.id not in assignment_ids
+            ):
                 continue
             folder = course_dir / "submitted" / student.id / assignment.id
             folder.mkdir(parents=True, exist_ok=True)

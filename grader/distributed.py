@@ -23,8 +23,14 @@ from grader.checks.base import WrongAnswer
 from grader.checks.values import as_array, describe
 from grader.codec import TensorData
 
-KIND_ALIASES = {"column": "column", "split_output_rows": "column", "output_rows": "column",
-                "row": "row", "split_input_columns": "row", "input_columns": "row"}
+KIND_ALIASES = {
+    "column": "column",
+    "split_output_rows": "column",
+    "output_rows": "column",
+    "row": "row",
+    "split_input_columns": "row",
+    "input_columns": "row",
+}
 MAX_WORLD_SIZE = 8
 RTOL, ATOL = 1e-9, 1e-10
 
@@ -41,6 +47,7 @@ class SplitVerification:
     infrastructure_error: set when the processes themselves failed or timed out (not the
     student's fault: a check should report a grader error, not a wrong answer).
     """
+
     ok: bool
     kind: str
     world_size: int
@@ -77,7 +84,10 @@ def _parse_shards(kind: str, shards, world_size: int):
     parsed = []
     for rank, shard in enumerate(shards):
         if type(shard) in (list, tuple) and len(shard) == 2 and _is_matrix(shard[0]):
-            weight, bias = _array(shard[0], f"shard {rank}'s weight"), _array(shard[1], f"shard {rank}'s bias")
+            weight, bias = (
+                _array(shard[0], f"shard {rank}'s weight"),
+                _array(shard[1], f"shard {rank}'s bias"),
+            )
         elif kind == "row":
             weight, bias = _array(shard, f"shard {rank}"), None
         else:
@@ -101,19 +111,28 @@ def _shape_problem(kind: str, parsed, d_out: int, d_in: int):
     fits = rows_split if kind == "column" else cols_split
     other = cols_split if kind == "column" else rows_split
     if not fits:
-        expected = ("(rows_i, d_in) blocks of W's output rows" if kind == "column"
-                    else "(d_out, cols_i) blocks of W's input columns")
-        feedback = (f"The shard weights have shapes {shapes} for W of shape {(d_out, d_in)}; a "
-                    f"{kind}-parallel split needs {expected}.")
+        expected = (
+            "(rows_i, d_in) blocks of W's output rows"
+            if kind == "column"
+            else "(d_out, cols_i) blocks of W's input columns"
+        )
+        feedback = (
+            f"The shard weights have shapes {shapes} for W of shape {(d_out, d_in)}; a "
+            f"{kind}-parallel split needs {expected}."
+        )
         if other:
             return feedback + " They split the other axis: rows of W are output units, columns are inputs.", (
-                "weight-rows-are-inputs",)
+                "weight-rows-are-inputs",
+            )
         return feedback, ()
     if kind == "column":
         for rank, (weight, bias) in enumerate(parsed):
             if bias is None or bias.shape != (weight.shape[0],):
-                return (f"Shard {rank} holds {weight.shape[0]} output rows, so its bias should have shape "
-                        f"({weight.shape[0]},), not {None if bias is None else bias.shape}.", ())
+                return (
+                    f"Shard {rank} holds {weight.shape[0]} output rows, so its bias should have shape "
+                    f"({weight.shape[0]},), not {None if bias is None else bias.shape}.",
+                    (),
+                )
     return None
 
 
@@ -125,8 +144,11 @@ def _first_difference(name: str, got: np.ndarray, expected: np.ndarray) -> str:
 
 
 def _close(got, expected) -> bool:
-    return got is not None and got.shape == expected.shape and bool(
-        np.allclose(got, expected, rtol=RTOL, atol=ATOL))
+    return (
+        got is not None
+        and got.shape == expected.shape
+        and bool(np.allclose(got, expected, rtol=RTOL, atol=ATOL))
+    )
 
 
 def _per_rank_bias(Z, X, W, b) -> bool:
@@ -135,9 +157,18 @@ def _per_rank_bias(Z, X, W, b) -> bool:
     return bool(np.allclose(offset, offset[:1], rtol=RTOL, atol=ATOL) and not np.allclose(offset[0], b))
 
 
-def verify_split_on_processes(kind: str, shards, X, W, b, world_size: int, timeout: float = 60,
-                              combine: str | None = None, upstream=None,
-                              start_method: str | None = None) -> SplitVerification:
+def verify_split_on_processes(
+    kind: str,
+    shards,
+    X,
+    W,
+    b,
+    world_size: int,
+    timeout: float = 60,
+    combine: str | None = None,
+    upstream=None,
+    start_method: str | None = None,
+) -> SplitVerification:
     """Run `shards` as a split linear layer on `world_size` gloo processes and judge the result.
 
     Inputs:
@@ -177,48 +208,98 @@ def verify_split_on_processes(kind: str, shards, X, W, b, world_size: int, timeo
     if problem is not None:
         return result(False, problem[0], problem[1])
 
-    G = (np.random.default_rng(12345).normal(size=(batch, d_out)) if upstream is None
-         else np.asarray(upstream, dtype=np.float64))
+    G = (
+        np.random.default_rng(12345).normal(size=(batch, d_out))
+        if upstream is None
+        else np.asarray(upstream, dtype=np.float64)
+    )
     correct = "all_gather" if kind == "column" else "all_reduce"
     row_biases = kind == "row" and any(bias is not None for _, bias in parsed)
     try:
-        run = tensor_parallel_on_processes(kind, parsed, X, b=None if kind == "column" or row_biases else b,
-                                           upstream=G, combine=combine or correct, timeout=timeout,
-                                           start_method=start_method)
+        run = tensor_parallel_on_processes(
+            kind,
+            parsed,
+            X,
+            b=None if kind == "column" or row_biases else b,
+            upstream=G,
+            combine=combine or correct,
+            timeout=timeout,
+            start_method=start_method,
+        )
     except ValueError as error:  # the shapes fit the split, so only a modelled wrong collective gets here
         if combine in (None, correct):
             raise
-        return result(False, f"The ranks' blocks cannot be joined with {combine}: {error}. The ranks must use "
-                      f"{correct}.", ["split-needs-no-communication"])
+        return result(
+            False,
+            f"The ranks' blocks cannot be joined with {combine}: {error}. The ranks must use {correct}.",
+            ["split-needs-no-communication"],
+        )
     except (DistributedTimeout, DistributedRunError) as error:
-        return result(False, "The split could not be checked on processes (a grader problem, not your answer).",
-                      infrastructure_error=str(error)[:2000])
+        return result(
+            False,
+            "The split could not be checked on processes (a grader problem, not your answer).",
+            infrastructure_error=str(error)[:2000],
+        )
 
     Z_ref, dX_ref, dW_ref, db_ref = X @ W.T + b, G @ W, G.T @ X, G.sum(axis=0)
     got = {"Z": run.Z, "dX": run.dX, "dW": run.dW, "db": run.db}
     expected = {"Z": Z_ref, "dX": dX_ref, "dW": dW_ref, "db": db_ref}
-    errors = {name: float(np.max(np.abs(got[name] - expected[name])))
-              for name in got if got[name] is not None and got[name].shape == expected[name].shape}
+    errors = {
+        name: float(np.max(np.abs(got[name] - expected[name])))
+        for name in got
+        if got[name] is not None and got[name].shape == expected[name].shape
+    }
     where = f"On {world_size} gloo processes, the {kind}-parallel layer built from the shards"
     if all(_close(got[name], expected[name]) for name in got):
-        return result(True, f"{where} matches the single-process layer: Z, dL/dX, dL/dW and dL/db agree.",
-                      max_errors=errors, ran=True)
+        return result(
+            True,
+            f"{where} matches the single-process layer: Z, dL/dX, dL/dW and dL/db agree.",
+            max_errors=errors,
+            ran=True,
+        )
     wrong = next(name for name in got if not _close(got[name], expected[name]))
-    detail = (_first_difference(wrong, got[wrong], expected[wrong]) if got[wrong] is not None
-              else f"{wrong} was not produced")
+    detail = (
+        _first_difference(wrong, got[wrong], expected[wrong])
+        if got[wrong] is not None
+        else f"{wrong} was not produced"
+    )
 
     if combine is not None and combine != correct:
-        needed = "concatenate their column blocks (all_gather)" if kind == "column" else "sum their partial products (all_reduce)"
-        return result(False, f"{where} does not give any rank the layer's output: {detail}. The ranks must "
-                      f"{needed} before the output is complete.", ["split-needs-no-communication"],
-                      max_errors=errors, ran=True)
+        needed = (
+            "concatenate their column blocks (all_gather)"
+            if kind == "column"
+            else "sum their partial products (all_reduce)"
+        )
+        return result(
+            False,
+            f"{where} does not give any rank the layer's output: {detail}. The ranks must "
+            f"{needed} before the output is complete.",
+            ["split-needs-no-communication"],
+            max_errors=errors,
+            ran=True,
+        )
     if row_biases and run.Z.shape == Z_ref.shape and _per_rank_bias(run.Z, X, W, b):
-        return result(False, f"{where} adds a bias on every rank, so the sum holds it {world_size} times over "
-                      f"({detail}). Add b once, after the partial products are reduced.",
-                      ["bias-added-per-shard"], max_errors=errors, ran=True)
+        return result(
+            False,
+            f"{where} adds a bias on every rank, so the sum holds it {world_size} times over "
+            f"({detail}). Add b once, after the partial products are reduced.",
+            ["bias-added-per-shard"],
+            max_errors=errors,
+            ran=True,
+        )
     if d_out == d_in and run.Z.shape == Z_ref.shape and np.allclose(run.Z, X @ W + b, rtol=RTOL, atol=ATOL):
-        return result(False, f"{where} computes X @ W + b instead of X @ W.T + b ({detail}): the shards were "
-                      "cut from W's transpose. Rows of W are output units, columns are inputs.",
-                      ["weight-rows-are-inputs"], max_errors=errors, ran=True)
-    return result(False, f"{where} does not match the single-process layer: {detail}. Check that the shards, "
-                  "put back together along the split axis, give exactly W (and b).", max_errors=errors, ran=True)
+        return result(
+            False,
+            f"{where} computes X @ W + b instead of X @ W.T + b ({detail}): the shards were "
+            "cut from W's transpose. Rows of W are output units, columns are inputs.",
+            ["weight-rows-are-inputs"],
+            max_errors=errors,
+            ran=True,
+        )
+    return result(
+        False,
+        f"{where} does not match the single-process layer: {detail}. Check that the shards, "
+        "put back together along the split axis, give exactly W (and b).",
+        max_errors=errors,
+        ran=True,
+    )

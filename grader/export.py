@@ -17,8 +17,12 @@ from grader.course import add_course_option, load_course_dir
 
 def add_arguments(parser):
     parser.add_argument("--csv", required=True, metavar="FILE", help="CSV file to write ('-' for stdout)")
-    parser.add_argument("--db", default=None, metavar="URL",
-                        help="gradebook SQLAlchemy URL (default: sqlite:///gradebook.db in the course dir)")
+    parser.add_argument(
+        "--db",
+        default=None,
+        metavar="URL",
+        help="gradebook SQLAlchemy URL (default: sqlite:///gradebook.db in the course dir)",
+    )
     add_course_option(parser)
 
 
@@ -49,11 +53,14 @@ def _number(value: float) -> str:
 def run(args) -> int:
     from grader.course import CourseError
     from grader.gradebook import GradebookError, default_db_url, open_gradebook, score_table
+
     try:
         course, course_dir = load_course_dir(args.course)
         url = args.db or default_db_url(course_dir)
         if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
-            raise GradebookError(f"no gradebook at {url}; run `python -m grader autograde` first or pass --db")
+            raise GradebookError(
+                f"no gradebook at {url}; run `python -m grader autograde` first or pass --db"
+            )
         gradebook = open_gradebook(url, course.course_id)
         try:
             header, body = rows(score_table(gradebook, course))

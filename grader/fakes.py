@@ -19,6 +19,7 @@ def builder(kind: str):
     def register(cls):
         BUILDERS[kind] = cls
         return cls
+
     return register
 
 

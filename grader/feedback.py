@@ -48,6 +48,7 @@ def redact(text: str, extra_paths: tuple[str, ...] = ()) -> str:
 def render(course, result, course_dir: str | os.PathLike | None = None) -> str:
     """The HTML feedback page for one `SubmissionResult`."""
     from grader.misconceptions import MISCONCEPTIONS
+
     assignment = course.assignment(result.assignment)
     hide = tuple(str(Path(p).resolve()) for p in (course.root, course_dir) if p)
 
@@ -57,7 +58,8 @@ def render(course, result, course_dir: str | os.PathLike | None = None) -> str:
     answers = getattr(result, "answers", {}) or {}
     by_id = {part.id: part for part in result.parts}
     out = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(assignment.title)}: feedback for {html.escape(result.student)}</title>",
         f"<style>{STYLE}</style></head><body>",
         f"<h1>{html.escape(assignment.title)}</h1>",
@@ -66,8 +68,11 @@ def render(course, result, course_dir: str | os.PathLike | None = None) -> str:
     manual_points = sum(p.max_score for p in result.parts if p.status == "manual")
     total = f"{result.score:g} / {result.max_score:g}"
     if manual_points:
-        total += (" (1 more point is graded by your instructor)" if manual_points == 1
-                  else f" ({manual_points:g} more points are graded by your instructor)")
+        total += (
+            " (1 more point is graded by your instructor)"
+            if manual_points == 1
+            else f" ({manual_points:g} more points are graded by your instructor)"
+        )
     out.append(f'<p class="total"><strong>Automatic score:</strong> {total}</p>')
     if result.error:
         out.append(f'<p class="warning">This submission could not be graded: {clean(result.error)}</p>')
@@ -76,17 +81,25 @@ def render(course, result, course_dir: str | os.PathLike | None = None) -> str:
         if part_result is None:
             continue
         status = str(part_result.status)
-        score = "graded by your instructor" if status == "manual" else f"{part_result.score:g} / {part_result.max_score:g}"
+        score = (
+            "graded by your instructor"
+            if status == "manual"
+            else f"{part_result.score:g} / {part_result.max_score:g}"
+        )
         out.append('<section class="part">')
-        out.append(f"<h2><span>Task {html.escape(part.task)}: <code>{html.escape(part.name)}</code></span>"
-                   f'<span>{score} <span class="badge {html.escape(status)}">{html.escape(status)}</span></span></h2>')
+        out.append(
+            f"<h2><span>Task {html.escape(part.task)}: <code>{html.escape(part.name)}</code></span>"
+            f'<span>{score} <span class="badge {html.escape(status)}">{html.escape(status)}</span></span></h2>'
+        )
         answer = answers.get(part.id)
         if answer is not None:
             out.append(f"<pre>{clean(answer)}</pre>")
         out.append(f'<div class="feedback">{clean(part_result.feedback)}</div>')
         for code in part_result.misconceptions:
-            out.append(f'<p class="misconception"><code>{html.escape(code)}</code> '
-                       f"{html.escape(MISCONCEPTIONS.get(code, ''))}</p>")
+            out.append(
+                f'<p class="misconception"><code>{html.escape(code)}</code> '
+                f"{html.escape(MISCONCEPTIONS.get(code, ''))}</p>"
+            )
         out.append("</section>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"

@@ -20,7 +20,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-SOLUTION_REGION = re.compile(r"^([ \t]*)### BEGIN SOLUTION[^\n]*\n.*?^[ \t]*### END SOLUTION[^\n]*$", re.S | re.M)
+SOLUTION_REGION = re.compile(
+    r"^([ \t]*)### BEGIN SOLUTION[^\n]*\n.*?^[ \t]*### END SOLUTION[^\n]*$", re.S | re.M
+)
 
 
 class GradebookError(RuntimeError):
@@ -34,6 +36,7 @@ def default_db_url(course_dir: Path) -> str:
 def alembic_head() -> str | None:
     """nbgrader's current database revision, read from its migration scripts (None if unclear)."""
     import nbgrader
+
     revisions, parents = set(), set()
     for script in (Path(nbgrader.__file__).parent / "alembic" / "versions").glob("*.py"):
         text = script.read_text(encoding="utf-8")
@@ -55,6 +58,7 @@ def _create_schema(db_url: str) -> None:
     """
     from nbgrader.api import Base
     from sqlalchemy import create_engine, inspect, text
+
     head = alembic_head()
     if head is None:
         return
@@ -65,7 +69,9 @@ def _create_schema(db_url: str) -> None:
         with engine.begin() as connection:
             Base.metadata.create_all(bind=connection)
             connection.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)"))
-            connection.execute(text("INSERT INTO alembic_version (version_num) VALUES (:head)"), {"head": head})
+            connection.execute(
+                text("INSERT INTO alembic_version (version_num) VALUES (:head)"), {"head": head}
+            )
     finally:
         engine.dispose()
 
@@ -77,6 +83,7 @@ def import_nbgrader_api():
     nbformat never validate IRIs, so every command starts that much faster without it.
     """
     import sys
+
     if "nbgrader.api" not in sys.modules and "rfc3987_syntax" not in sys.modules:
         sys.modules["rfc3987_syntax"] = None  # makes `import rfc3987_syntax` raise ImportError
         try:
@@ -84,6 +91,7 @@ def import_nbgrader_api():
         finally:
             del sys.modules["rfc3987_syntax"]
     import nbgrader.api
+
     return nbgrader.api
 
 
@@ -120,6 +128,7 @@ def solution_cell_name(part) -> str:
 
 # --- the assignment's structure ---------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class CellInfo:
     name: str
@@ -136,6 +145,7 @@ def _read_notebook(path: Path | None):
     if path is None or not path.is_file():
         return None
     import nbformat
+
     try:
         return nbformat.read(str(path), as_version=4)
     except Exception:  # a broken course notebook falls back to course.yml alone
@@ -166,17 +176,21 @@ def structure_cells(course, assignment) -> list[CellInfo]:
     source = _read_notebook(course.root / "source" / assignment.id / assignment.notebook)
     released = _read_notebook(course.root / "assignments" / assignment.id / assignment.notebook)
     released_by_id = {}
-    for cell in (released.cells if released else []):
+    for cell in released.cells if released else []:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         if grade_id:
             released_by_id[grade_id] = cell
     cells: dict[str, CellInfo] = {}
-    for cell in (source.cells if source else []):
+    for cell in source.cells if source else []:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         grade_id = meta.get("grade_id")
         if not grade_id or cell.cell_type not in ("code", "markdown"):
             continue
-        grade, solution, locked = bool(meta.get("grade")), bool(meta.get("solution")), bool(meta.get("locked"))
+        grade, solution, locked = (
+            bool(meta.get("grade")),
+            bool(meta.get("solution")),
+            bool(meta.get("locked")),
+        )
         if not (grade or solution or locked) or grade_id in cells or _is_mark_scheme(cell, grade_id):
             continue
         shown = released_by_id.get(grade_id) if solution else None
@@ -185,8 +199,13 @@ def structure_cells(course, assignment) -> list[CellInfo]:
         else:
             text = _stub_source(cell.source, cell.cell_type) if solution else cell.source
         points = float(meta.get("points", 0) or 0) if grade else 0.0
-        copy = nbformat.from_dict({"cell_type": cell.cell_type, "source": text,
-                                   "metadata": {"nbgrader": {**meta, "points": points}}})
+        copy = nbformat.from_dict(
+            {
+                "cell_type": cell.cell_type,
+                "source": text,
+                "metadata": {"nbgrader": {**meta, "points": points}},
+            }
+        )
         checksum = utils.compute_checksum(copy)
         cells[grade_id] = CellInfo(grade_id, cell.cell_type, grade, solution, locked, points, text, checksum)
     for part in assignment.parts:
@@ -196,8 +215,16 @@ def structure_cells(course, assignment) -> list[CellInfo]:
         if existing is None or not existing.grade:
             cells[part.id] = CellInfo(part.id, kind, True, manual, True, part.points, "", None)
         elif existing.points != part.points:  # course.yml is the source of truth for points
-            cells[part.id] = CellInfo(existing.name, existing.cell_type, True, existing.solution,
-                                      existing.locked, part.points, existing.source, existing.checksum)
+            cells[part.id] = CellInfo(
+                existing.name,
+                existing.cell_type,
+                True,
+                existing.solution,
+                existing.locked,
+                part.points,
+                existing.source,
+                existing.checksum,
+            )
         if not manual and solution_cell_name(part) not in cells:
             name = solution_cell_name(part)
             cells[name] = CellInfo(name, "code", False, True, False, 0.0, "", None)
@@ -210,8 +237,8 @@ def ensure_assignment(gradebook, course, assignment) -> None:
     Rows that `nbgrader generate_assignment` (or an earlier run) recorded are kept; only the grade
     cells' points and types follow course.yml.
     """
-    from nbgrader.api import (Assignment, GradeCell, MissingEntry, Notebook, SolutionCell,
-                              SourceCell)
+    from nbgrader.api import Assignment, GradeCell, MissingEntry, Notebook, SolutionCell, SourceCell
+
     db = gradebook.db
     try:
         try:
@@ -222,8 +249,13 @@ def ensure_assignment(gradebook, course, assignment) -> None:
         name = notebook_name(assignment)
         notebook = next((nb for nb in row.notebooks if nb.name == name), None)
         if notebook is None:
-            notebook = Notebook(name=name, assignment=row, kernelspec=json.dumps(
-                {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}))
+            notebook = Notebook(
+                name=name,
+                assignment=row,
+                kernelspec=json.dumps(
+                    {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+                ),
+            )
             db.add(notebook)
         grade_cells = {cell.name: cell for cell in notebook.grade_cells}
         solution_cells = {cell.name: cell for cell in notebook.solution_cells}
@@ -237,8 +269,16 @@ def ensure_assignment(gradebook, course, assignment) -> None:
                 cell = solution_cells.get(info.name) or SolutionCell(name=info.name, notebook=notebook)
                 db.add(cell)
             if (info.grade or info.solution or info.locked) and info.name not in source_cells:
-                db.add(SourceCell(name=info.name, notebook=notebook, cell_type=info.cell_type,
-                                  locked=info.locked, source=info.source, checksum=info.checksum))
+                db.add(
+                    SourceCell(
+                        name=info.name,
+                        notebook=notebook,
+                        cell_type=info.cell_type,
+                        locked=info.locked,
+                        source=info.source,
+                        checksum=info.checksum,
+                    )
+                )
         db.commit()
     except Exception:
         db.rollback()
@@ -253,11 +293,13 @@ def _set(row, **values) -> None:
 
 # --- one submission ---------------------------------------------------------------------------
 
+
 def part_comment(part_result, error: str | None = None, answer: str | None = None) -> str | None:
     """The comment next to one answer: status, score, feedback and misconceptions (redacted, as
     `nbgrader generate_feedback` shows comments to students)."""
     from grader.feedback import redact
     from grader.misconceptions import MISCONCEPTIONS
+
     lines = []
     if error:
         lines.append(f"This submission could not be graded: {redact(error)}")
@@ -267,7 +309,9 @@ def part_comment(part_result, error: str | None = None, answer: str | None = Non
         if answer is not None and answer.strip() in ("", "YOUR ANSWER HERE"):
             lines.append("No response.")
         return "\n".join(lines) or None
-    lines.append(f"[{part_result.status}] {part_result.score:g}/{part_result.max_score:g}: {redact(part_result.feedback)}")
+    lines.append(
+        f"[{part_result.status}] {part_result.score:g}/{part_result.max_score:g}: {redact(part_result.feedback)}"
+    )
     for code in part_result.misconceptions:
         lines.append(f"Misconception {code}: {MISCONCEPTIONS.get(code, '')}".rstrip(": "))
     return "\n".join(lines)
@@ -281,8 +325,8 @@ def record_submission(gradebook, course, result, *, timestamp=None, changed: boo
     before) flags it for review, as nbgrader does.
     """
     from nbgrader import utils
-    from nbgrader.api import (Comment, Grade, MissingEntry, Student, SubmittedAssignment,
-                              SubmittedNotebook)
+    from nbgrader.api import Comment, Grade, MissingEntry, Student, SubmittedAssignment, SubmittedNotebook
+
     assignment = course.assignment(result.assignment)
     db = gradebook.db
     try:
@@ -344,6 +388,7 @@ def _row_for(db, existing: dict, model, cell, submitted):
 def stored_scores(gradebook, assignment, student: str) -> dict[str, float | None] | None:
     """{part id: auto_score} recorded for `student`, or None when nothing is recorded."""
     from nbgrader.api import MissingEntry
+
     try:
         submitted = gradebook.find_submission_notebook(notebook_name(assignment), assignment.id, student)
     except MissingEntry:
@@ -353,25 +398,34 @@ def stored_scores(gradebook, assignment, student: str) -> dict[str, float | None
 
 # --- reading it back ---------------------------------------------------------------------------
 
+
 def dump(gradebook) -> list[dict]:
     """A normalized, id-free view of every submission's grades and comments (for comparisons)."""
     from nbgrader.api import SubmittedNotebook
+
     rows = []
     for submitted in gradebook.db.query(SubmittedNotebook).all():
-        rows.append({
-            "student": submitted.assignment.student.id,
-            "assignment": submitted.assignment.assignment.name,
-            "notebook": submitted.notebook.name,
-            "grades": sorted((g.cell.name, g.auto_score, g.manual_score, g.extra_credit, bool(g.needs_manual_grade))
-                             for g in submitted.grades),
-            "comments": sorted((c.cell.name, c.auto_comment, c.manual_comment) for c in submitted.comments),
-        })
+        rows.append(
+            {
+                "student": submitted.assignment.student.id,
+                "assignment": submitted.assignment.assignment.name,
+                "notebook": submitted.notebook.name,
+                "grades": sorted(
+                    (g.cell.name, g.auto_score, g.manual_score, g.extra_credit, bool(g.needs_manual_grade))
+                    for g in submitted.grades
+                ),
+                "comments": sorted(
+                    (c.cell.name, c.auto_comment, c.manual_comment) for c in submitted.comments
+                ),
+            }
+        )
     return sorted(rows, key=lambda row: (row["student"], row["assignment"], row["notebook"]))
 
 
 @dataclass
 class ScoreTable:
     """Scores per student: columns are (assignment, part) pairs in course order."""
+
     columns: list[tuple[str, str]]
     max_scores: dict[tuple[str, str], float]
     scores: dict[str, dict[tuple[str, str], float]]  # student -> column -> score (missing: not submitted)
@@ -381,6 +435,7 @@ class ScoreTable:
 def score_table(gradebook, course=None) -> ScoreTable:
     """Every student's score per graded cell, read from the gradebook (manual scores win)."""
     from nbgrader.api import Assignment, Grade, Student
+
     order = {a.id: (i, [p.id for p in a.parts]) for i, a in enumerate(course.assignments)} if course else {}
     assignments = gradebook.db.query(Assignment).all()
     assignments.sort(key=lambda a: (order.get(a.name, (len(order), []))[0], a.name))
@@ -388,7 +443,9 @@ def score_table(gradebook, course=None) -> ScoreTable:
     for row in assignments:
         part_order = order.get(row.name, (0, []))[1]
         cells = [cell for nb in sorted(row.notebooks, key=lambda nb: nb.name) for cell in nb.grade_cells]
-        cells.sort(key=lambda c: (part_order.index(c.name) if c.name in part_order else len(part_order), c.name))
+        cells.sort(
+            key=lambda c: (part_order.index(c.name) if c.name in part_order else len(part_order), c.name)
+        )
         for cell in cells:
             columns.append((row.name, cell.name))
             max_scores[(row.name, cell.name)] = float(cell.max_score)

@@ -11,8 +11,14 @@ from grader.seeding import rng_for
 def grade_part(assignment: Assignment, part: Part, answer, student: str, secret: str) -> PartResult:
     """Judge one answer: a StudentFunction, decoded data, or text, by the part's kind."""
     if part.kind == "manual":
-        return PartResult(part.id, 0.0, part.points, Status.MANUAL,
-                          "This answer is graded by your instructor against the mark scheme.")
-    ctx = CheckContext(assignment.id, part.id, part.points,
-                       rng_for(secret, student, assignment.key(part)), part.task)
+        return PartResult(
+            part.id,
+            0.0,
+            part.points,
+            Status.MANUAL,
+            "This answer is graded by your instructor against the mark scheme.",
+        )
+    ctx = CheckContext(
+        assignment.id, part.id, part.points, rng_for(secret, student, assignment.key(part)), part.task
+    )
     return run_check(ctx, answer)

@@ -57,10 +57,10 @@ class PartResult:
         )
 
 
-def scored(part_id: str, max_score: float, fraction: float, feedback: str,
-           misconceptions=()) -> PartResult:
+def scored(part_id: str, max_score: float, fraction: float, feedback: str, misconceptions=()) -> PartResult:
     """A result worth `fraction` of `max_score`, with the status that fraction implies."""
     fraction = min(max(fraction, 0.0), 1.0)
     status = Status.PASSED if fraction == 1 else Status.FAILED if fraction == 0 else Status.PARTIAL
-    return PartResult(part_id, round(max_score * fraction, 6), max_score, status, feedback,
-                      tuple(misconceptions))
+    return PartResult(
+        part_id, round(max_score * fraction, 6), max_score, status, feedback, tuple(misconceptions)
+    )

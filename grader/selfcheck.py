@@ -19,10 +19,18 @@ from grader.course import add_course_option, load_course_dir
 
 def add_arguments(parser):
     parser.add_argument("notebook", metavar="NOTEBOOK", help="the filled-in notebook (.ipynb)")
-    parser.add_argument("--student", default="self-check", metavar="ID",
-                        help="student id the randomized inputs are drawn for (default: self-check)")
-    parser.add_argument("--assignment", default=None, metavar="ID",
-                        help="assignment id (default: recognised from the notebook)")
+    parser.add_argument(
+        "--student",
+        default="self-check",
+        metavar="ID",
+        help="student id the randomized inputs are drawn for (default: self-check)",
+    )
+    parser.add_argument(
+        "--assignment",
+        default=None,
+        metavar="ID",
+        help="assignment id (default: recognised from the notebook)",
+    )
     add_course_option(parser)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -34,6 +42,7 @@ class Unusable(Exception):
 def detect_assignment(course, notebook_path: Path) -> str:
     """The assignment id of a notebook: by its answer cells' grade_ids, else by its file name."""
     from grader.submission import NotebookError, load_notebook
+
     try:
         data = load_notebook(notebook_path)
     except NotebookError as error:
@@ -56,12 +65,15 @@ def detect_assignment(course, notebook_path: Path) -> str:
         if stem in (assignment.id, Path(assignment.notebook).stem) or stem.startswith(assignment.id):
             return assignment.id
     known = ", ".join(a.id for a in course.assignments)
-    raise Unusable(f"cannot tell which assignment {notebook_path.name} belongs to (no known answer cells "
-                   f"and no matching file name); pass --assignment, one of: {known}")
+    raise Unusable(
+        f"cannot tell which assignment {notebook_path.name} belongs to (no known answer cells "
+        f"and no matching file name); pass --assignment, one of: {known}"
+    )
 
 
 def run(args) -> int:
     from grader.course import CourseError
+
     try:
         course, _ = load_course_dir(args.course)
         path = Path(args.notebook)
@@ -78,6 +90,7 @@ def run(args) -> int:
         print(f"check: {error}", file=sys.stderr)
         return 2
     from grader.sandbox import SandboxError
+
     try:
         result, public = grade_notebook(course, assignment_id, path, args.student)
     except SandboxError as error:
@@ -85,8 +98,15 @@ def run(args) -> int:
         return 2
     if args.json:
         data = result.to_dict()
-        print(json.dumps({key: data[key] for key in ("notebook", "assignment", "student", "score",
-                                                    "max_score", "parts", "error")}, indent=1))
+        print(
+            json.dumps(
+                {
+                    key: data[key]
+                    for key in ("notebook", "assignment", "student", "score", "max_score", "parts", "error")
+                },
+                indent=1,
+            )
+        )
     else:
         print(report(course, result, public))
     if result.error:
@@ -100,6 +120,7 @@ def grade_notebook(course, assignment_id: str, path: Path, student: str):
     from grader.sandbox import Sandbox
     from grader.seeding import PUBLIC_SECRET, grading_secret
     from grader.submission import grade_submission
+
     secret = grading_secret(course.secret_env)
     with Sandbox(course.limits, isolate=True) as sandbox:
         result = grade_submission(course, assignment_id, path, student, secret, sandbox)
@@ -111,6 +132,7 @@ def report(course, result, public_secret: bool = False) -> str:
     from grader.autograde import format_table
     from grader.feedback import redact
     from grader.misconceptions import MISCONCEPTIONS
+
     assignment = course.assignment(result.assignment)
     tasks = {part.id: part.task for part in assignment.parts}
     rows = []
@@ -128,12 +150,17 @@ def report(course, result, public_secret: bool = False) -> str:
     manual = sum(p.max_score for p in result.parts if p.status == "manual")
     total = f"Total: {result.score:g}/{result.max_score:g}"
     if manual:
-        total += (" (the 1 point for the free-text answer is graded by the instructor)" if manual == 1 else
-                  f" (the {manual:g} points for free-text answers are graded by the instructor)")
+        total += (
+            " (the 1 point for the free-text answer is graded by the instructor)"
+            if manual == 1
+            else f" (the {manual:g} points for free-text answers are graded by the instructor)"
+        )
     lines += ["", total]
     for warning in getattr(result, "warnings", []) or []:
         lines.append(f"warning: {warning}")
     if public_secret:
-        lines.append(f"note: {course.secret_env} is not set, so this check used the public self-check "
-                     "inputs; your graded inputs will differ.")
+        lines.append(
+            f"note: {course.secret_env} is not set, so this check used the public self-check "
+            "inputs; your graded inputs will differ."
+        )
     return "\n".join(lines)

@@ -47,8 +47,11 @@ class NotDefined(StudentError):
 
 def short_traceback(error: BaseException, limit: int = 3) -> str:
     """The last frames of a student's traceback, without grader frames."""
-    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
-              if "grader" not in frame.filename.replace("\\", "/").split("/")[:-1]]
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if "grader" not in frame.filename.replace("\\", "/").split("/")[:-1]
+    ]
     return "".join(traceback.format_list(frames[-limit:]))[:2000]
 
 
@@ -70,10 +73,20 @@ def call_and_encode(function, wire_args: bytes) -> bytes:
     except BaseException as error:  # the student's exception, including SystemExit
         if isinstance(error, KeyboardInterrupt):
             raise
-        return codec.dumps({"error": {"type": str(type(error).__name__)[:80], "message": _safe_text(error),
-                                      "where": short_traceback(error)}})
-    mutated = [i for i, (arg, copy) in enumerate(zip(args, before))
-               if copy is not None and not (arg.shape == copy.shape and np.array_equal(arg, copy, equal_nan=True))]
+        return codec.dumps(
+            {
+                "error": {
+                    "type": str(type(error).__name__)[:80],
+                    "message": _safe_text(error),
+                    "where": short_traceback(error),
+                }
+            }
+        )
+    mutated = [
+        i
+        for i, (arg, copy) in enumerate(zip(args, before))
+        if copy is not None and not (arg.shape == copy.shape and np.array_equal(arg, copy, equal_nan=True))
+    ]
     returned_input = [i for i, arg in enumerate(args) if value is arg and type(arg) is np.ndarray]
     return codec.dumps({"value": value, "mutated": mutated, "returned_input": returned_input})
 
@@ -90,8 +103,9 @@ def decode_reply(reply: bytes):
         error = data["error"]
         if type(error) is not dict:
             raise StudentCrashed("the answer could not be read")
-        raise StudentRaised(str(error.get("type", "Exception")), str(error.get("message", "")),
-                            str(error.get("where", "")))
+        raise StudentRaised(
+            str(error.get("type", "Exception")), str(error.get("message", "")), str(error.get("where", ""))
+        )
     return data.get("value"), _indices(data, "mutated"), _indices(data, "returned_input")
 
 
@@ -126,7 +140,9 @@ class LocalFunction(StudentFunction):
     def __init__(self, function, name: str | None = None):
         super().__init__(name or getattr(function, "__name__", "function"))
         if not callable(function):
-            raise NotDefined(f"`{self.name}` is {codec.Unsupported(type(function).__qualname__).describe()}, not a function")
+            raise NotDefined(
+                f"`{self.name}` is {codec.Unsupported(type(function).__qualname__).describe()}, not a function"
+            )
         self.function = function
 
     def _call(self, wire_args: bytes) -> bytes:

@@ -41,7 +41,7 @@ class SubmissionResult:
     warnings: list[str] = field(default_factory=list)
     answers: dict[str, str] = field(default_factory=dict)
     output: str = ""
-    retry: bool = False   # the grader, not the notebook, failed: the next autograde run grades it again
+    retry: bool = False  # the grader, not the notebook, failed: the next autograde run grades it again
 
     @property
     def score(self) -> float:
@@ -52,10 +52,16 @@ class SubmissionResult:
         return round(sum(part.max_score for part in self.parts), 6)
 
     def to_dict(self) -> dict:
-        return {"notebook": self.notebook, "assignment": self.assignment, "student": self.student,
-                "score": self.score, "max_score": self.max_score,
-                "parts": [part.to_dict() for part in self.parts],
-                "error": self.error, "warnings": list(self.warnings)}
+        return {
+            "notebook": self.notebook,
+            "assignment": self.assignment,
+            "student": self.student,
+            "score": self.score,
+            "max_score": self.max_score,
+            "parts": [part.to_dict() for part in self.parts],
+            "error": self.error,
+            "warnings": list(self.warnings),
+        }
 
 
 class NotebookError(ValueError):
@@ -94,9 +100,15 @@ def _cell(raw, index: int) -> Cell:
     grade_id = nbgrader.get("grade_id")
     tags = metadata.get("tags", [])
     tags = tuple(tag for tag in tags if type(tag) is str) if type(tags) is list else ()
-    return Cell(index, raw["cell_type"], _text(raw.get("source", ""), where),
-                grade_id if type(grade_id) is str else None, nbgrader.get("solution") is True,
-                nbgrader.get("grade") is True, tags)
+    return Cell(
+        index,
+        raw["cell_type"],
+        _text(raw.get("source", ""), where),
+        grade_id if type(grade_id) is str else None,
+        nbgrader.get("solution") is True,
+        nbgrader.get("grade") is True,
+        tags,
+    )
 
 
 def load_notebook(path: str | Path, what: str = "the notebook") -> dict:
@@ -113,8 +125,9 @@ def load_notebook(path: str | Path, what: str = "the notebook") -> dict:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise NotebookError(f"{what} {path.name} is not a notebook: it is not UTF-8 text "
-                            "(a binary or corrupted file?)") from None
+        raise NotebookError(
+            f"{what} {path.name} is not a notebook: it is not UTF-8 text (a binary or corrupted file?)"
+        ) from None
     try:
         notebook = json.loads(text)
     except (ValueError, RecursionError) as error:
@@ -129,8 +142,9 @@ def read_notebook(path: str | Path, what: str = "the notebook") -> list[Cell]:
     path = Path(path)
     notebook = load_notebook(path, what)
     if notebook.get("nbformat") != 4:
-        raise NotebookError(f"{what} {path.name} has nbformat {notebook.get('nbformat')!r}; "
-                            "expected a version 4 notebook")
+        raise NotebookError(
+            f"{what} {path.name} has nbformat {notebook.get('nbformat')!r}; expected a version 4 notebook"
+        )
     try:
         return [_cell(raw, index) for index, raw in enumerate(notebook["cells"])]
     except NotebookError as error:
@@ -180,8 +194,10 @@ class _Grading:
         by_id = {_answer_id(part): part for part in self.assignment.parts}
         for grade_id, count in counts.items():
             if count > 1 and grade_id in by_id:
-                note = (f"Your notebook has {count} cells with grade_id {grade_id!r} (a duplicated cell?); "
-                        "the first one was graded.")
+                note = (
+                    f"Your notebook has {count} cells with grade_id {grade_id!r} (a duplicated cell?); "
+                    "the first one was graded."
+                )
                 self.part_notes[by_id[grade_id].id].append(note)
                 self.warnings.append(note)
         for part in self.assignment.parts:
@@ -193,12 +209,19 @@ class _Grading:
         cell = self.submitted.get(_answer_id(part))
         task = _task(part)
         if cell is None:
-            return _zero(part, Status.FAILED, f"Your notebook has no answer cell for {task} "
-                                               f"(nbgrader grade_id {_answer_id(part)!r}); it may have been deleted.")
+            return _zero(
+                part,
+                Status.FAILED,
+                f"Your notebook has no answer cell for {task} "
+                f"(nbgrader grade_id {_answer_id(part)!r}); it may have been deleted.",
+            )
         wanted = "markdown" if part.kind == "manual" else "code"
         if cell.cell_type != wanted:
-            return _zero(part, Status.FAILED, f"The answer cell for {task} is a {cell.cell_type} cell; "
-                                               f"it should be a {wanted} cell.")
+            return _zero(
+                part,
+                Status.FAILED,
+                f"The answer cell for {task} is a {cell.cell_type} cell; it should be a {wanted} cell.",
+            )
         return None
 
     # ------------------------------------------------------------------ the program
@@ -279,8 +302,9 @@ def _failed(course_parts, status: Status, feedback: str) -> list[PartResult]:
     return [_zero(part, status, feedback) for part in course_parts]
 
 
-def grade_submission(course: Course, assignment_id: str, notebook_path, student: str, secret: str,
-                     sandbox: Sandbox | None) -> SubmissionResult:
+def grade_submission(
+    course: Course, assignment_id: str, notebook_path, student: str, secret: str, sandbox: Sandbox | None
+) -> SubmissionResult:
     """Grade one notebook for `student`; thread-safe, never raises for bad input.
 
     Every part of the assignment gets a result with a reason, in course.yml order. A problem
@@ -305,14 +329,18 @@ def grade_submission(course: Course, assignment_id: str, notebook_path, student:
     except NotebookError as error:
         result.error = f"The course is missing its source notebook for {assignment.id}: {error}"
         result.retry = True
-        result.parts = _failed(parts, Status.ERROR, "Not graded: the course's source notebook is unavailable.")
+        result.parts = _failed(
+            parts, Status.ERROR, "Not graded: the course's source notebook is unavailable."
+        )
         return result
     grading = _Grading(assignment, student, secret)
     grading.collect_answers(cells)
     if not any(_answer_id(part) in grading.submitted for part in parts):
-        result.error = (f"{Path(notebook_path).name} has none of the answer cells of assignment "
-                        f"{assignment.id} (no cell with an nbgrader grade_id like "
-                        f"{_answer_id(parts[0])!r}); is it the notebook of another assignment?")
+        result.error = (
+            f"{Path(notebook_path).name} has none of the answer cells of assignment "
+            f"{assignment.id} (no cell with an nbgrader grade_id like "
+            f"{_answer_id(parts[0])!r}); is it the notebook of another assignment?"
+        )
         result.parts = _failed(parts, Status.ERROR, f"Not graded: {result.error}")
         return result
     result.answers = dict(grading.answers)
@@ -329,14 +357,20 @@ def grade_submission(course: Course, assignment_id: str, notebook_path, student:
         result.error, result.retry = f"The grader could not run this notebook safely: {error}", True
     except Exception:
         log.exception("grading %s for %s failed", notebook_path, student)
-        result.error = "The grader failed on this notebook (an internal error was logged for your instructor)."
+        result.error = (
+            "The grader failed on this notebook (an internal error was logged for your instructor)."
+        )
         result.retry = True
     finally:
         if owned and sandbox is not None:
             sandbox.close()
     reason = result.error or "Not graded."
-    result.parts = [_with_notes(grading.results.get(part.id) or _zero(part, Status.ERROR, reason),
-                                grading.part_notes[part.id]) for part in parts]
+    result.parts = [
+        _with_notes(
+            grading.results.get(part.id) or _zero(part, Status.ERROR, reason), grading.part_notes[part.id]
+        )
+        for part in parts
+    ]
     result.output = grading.output
     result.warnings = list(dict.fromkeys([*(sandbox.warnings if sandbox else []), *grading.warnings]))
     return result
@@ -345,7 +379,9 @@ def grade_submission(course: Course, assignment_id: str, notebook_path, student:
 def _grade_in_session(grading: _Grading, sandbox: Sandbox, source_cells, course: Course, notebook: Path):
     notebook = notebook.resolve()
     deadline = time.monotonic() + float(course.limits.notebook_timeout_s)
-    session = sandbox.session(hide=lambda: hidden_paths(course.root, _notebook_paths(notebook)), deadline=deadline)
+    session = sandbox.session(
+        hide=lambda: hidden_paths(course.root, _notebook_paths(notebook)), deadline=deadline
+    )
     grading.session = session
     try:
         session.start()

@@ -60,12 +60,26 @@ _UNICODE_HINTS = {
 }
 
 _NODE_NAMES = {
-    ast.Lambda: "a lambda", ast.JoinedStr: "an f-string", ast.FormattedValue: "an f-string",
-    ast.Subscript: "indexing with [...]", ast.Compare: "a comparison", ast.BoolOp: "and/or",
-    ast.IfExp: "an if-expression", ast.NamedExpr: "an assignment (:=)", ast.Tuple: "a tuple (a comma)",
-    ast.List: "a list", ast.Dict: "a dict", ast.Set: "a set", ast.ListComp: "a comprehension",
-    ast.SetComp: "a comprehension", ast.DictComp: "a comprehension", ast.GeneratorExp: "a generator",
-    ast.Starred: "a starred expression", ast.Await: "await", ast.Yield: "yield", ast.Slice: "a slice",
+    ast.Lambda: "a lambda",
+    ast.JoinedStr: "an f-string",
+    ast.FormattedValue: "an f-string",
+    ast.Subscript: "indexing with [...]",
+    ast.Compare: "a comparison",
+    ast.BoolOp: "and/or",
+    ast.IfExp: "an if-expression",
+    ast.NamedExpr: "an assignment (:=)",
+    ast.Tuple: "a tuple (a comma)",
+    ast.List: "a list",
+    ast.Dict: "a dict",
+    ast.Set: "a set",
+    ast.ListComp: "a comprehension",
+    ast.SetComp: "a comprehension",
+    ast.DictComp: "a comprehension",
+    ast.GeneratorExp: "a generator",
+    ast.Starred: "a starred expression",
+    ast.Await: "await",
+    ast.Yield: "yield",
+    ast.Slice: "a slice",
 }
 
 _OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.MatMult: "@"}
@@ -111,8 +125,9 @@ def _check_text(text) -> tuple[str, int]:
     if type(text) is not str:
         raise SymbolicError(f"the answer should be a string, but is of type {type(text).__name__}")
     if len(text) > MAX_LENGTH:
-        raise SymbolicError(f"the answer is {len(text)} characters long; "
-                            f"formulas here need far fewer than {MAX_LENGTH}")
+        raise SymbolicError(
+            f"the answer is {len(text)} characters long; formulas here need far fewer than {MAX_LENGTH}"
+        )
     stripped = text.strip()
     if not stripped:
         raise SymbolicError("the answer is empty; write the formula as a string, e.g. \"2*d + 1\"")
@@ -121,14 +136,17 @@ def _check_text(text) -> tuple[str, int]:
         if not (" " <= character <= "~"):
             hint = _UNICODE_HINTS.get(character, "use plain ASCII letters, digits and + - * / ** ( ) only")
             shown = repr(character) if character.isprintable() else f"U+{ord(character):04X}"
-            raise SymbolicError(f"the character {shown} at column {index + 1} is not allowed: {hint}", index + 1)
+            raise SymbolicError(
+                f"the character {shown} at column {index + 1} is not allowed: {hint}", index + 1
+            )
     depth = 0
     for index, character in enumerate(text):
         depth += character in "([{"
         depth -= character in ")]}"
         if depth > MAX_BRACKET_DEPTH:
-            raise SymbolicError(f"brackets are nested more than {MAX_BRACKET_DEPTH} deep at column {index + 1}",
-                                index + 1)
+            raise SymbolicError(
+                f"brackets are nested more than {MAX_BRACKET_DEPTH} deep at column {index + 1}", index + 1
+            )
     return stripped, offset
 
 
@@ -149,7 +167,9 @@ def _parse_tree(text: str) -> tuple[ast.expr, str, int]:
         if nodes > MAX_NODES:
             raise SymbolicError(f"the formula has more than {MAX_NODES} parts; write it more simply")
         if depth > MAX_AST_DEPTH:
-            raise SymbolicError(f"the formula is nested more than {MAX_AST_DEPTH} levels deep; write it more simply")
+            raise SymbolicError(
+                f"the formula is nested more than {MAX_AST_DEPTH} levels deep; write it more simply"
+            )
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
     return tree.body, stripped, offset
 
@@ -185,15 +205,20 @@ class _Converter:
             self.fail(node, f"{self.source(node)} divides by zero")
         if expr.has(sympy.I):
             self.fail(node, f"{self.source(node)} is not a real number")
-        if isinstance(expr, sympy.Rational) and max(expr.p.bit_length(), expr.q.bit_length()) > MAX_NUMBER_BITS:
+        if (
+            isinstance(expr, sympy.Rational)
+            and max(expr.p.bit_length(), expr.q.bit_length()) > MAX_NUMBER_BITS
+        ):
             self.too_many_digits(node, abs(expr.p) >= expr.q)
         if value.degree > MAX_DEGREE:
             self.fail(node, f"{self.source(node)} has degree above {MAX_DEGREE}; no answer here needs that")
         return value
 
     def too_many_digits(self, node, large: bool):
-        self.fail(node, f"{self.source(node)} is a number too {'large' if large else 'small'} "
-                        "to be part of this formula")
+        self.fail(
+            node,
+            f"{self.source(node)} is a number too {'large' if large else 'small'} to be part of this formula",
+        )
 
     def visit_Constant(self, node) -> _Value:
         value = node.value
@@ -221,13 +246,20 @@ class _Converter:
         close = difflib.get_close_matches(name, known, n=1)
         hint = f"; did you mean {close[0]}?" if close else ""
         column = self.column(node)
-        raise SymbolicError(f"unknown name {name!r}: the names you can use are {_symbol_names(known)}{hint} "
-                            f"(at column {column})", column, unknown_name=name)
+        raise SymbolicError(
+            f"unknown name {name!r}: the names you can use are {_symbol_names(known)}{hint} "
+            f"(at column {column})",
+            column,
+            unknown_name=name,
+        )
 
     def visit_Attribute(self, node) -> _Value:
         if node.attr != "T" or not self.matrices:
-            allowed = ("only .T (transpose) may follow a matrix" if self.matrices
-                       else "a formula for a number has no attributes")
+            allowed = (
+                "only .T (transpose) may follow a matrix"
+                if self.matrices
+                else "a formula for a number has no attributes"
+            )
             if "ones" in self.matrices and node.attr in ("sum", "mean"):
                 allowed += "; to sum over rows, multiply by the column `ones`"
             self.fail(node, f"the attribute .{node.attr} is not allowed: {allowed}")
@@ -242,7 +274,9 @@ class _Converter:
             self.visit_Attribute(node.func)
         if name not in FUNCTIONS:
             called = self.source(node.func)
-            self.fail(node, f"calling {called}(...) is not allowed; the only functions are {', '.join(FUNCTIONS)}")
+            self.fail(
+                node, f"calling {called}(...) is not allowed; the only functions are {', '.join(FUNCTIONS)}"
+            )
         if node.keywords or len(node.args) != 1 or type(node.args[0]) is ast.Starred:
             self.fail(node, f"{name} takes exactly one argument, e.g. {name}(d)")
         argument = self.convert(node.args[0])
@@ -296,11 +330,16 @@ class _Converter:
         if base.is_matrix or exponent.is_matrix:
             self.fail(node, "powers of matrices are not allowed; write the products out")
         if not isinstance(exponent.expr, sympy.Rational):
-            self.fail(node.right, f"exponents must be plain numbers such as 2 or 1/2, not {self.source(node.right)}")
+            self.fail(
+                node.right, f"exponents must be plain numbers such as 2 or 1/2, not {self.source(node.right)}"
+            )
         power = exponent.expr
         if abs(power) > MAX_EXPONENT or power.q > MAX_EXPONENT:
-            self.fail(node.right, f"the exponent {self.source(node.right)} is too large; "
-                                  f"exponents are limited to {MAX_EXPONENT}")
+            self.fail(
+                node.right,
+                f"the exponent {self.source(node.right)} is too large; "
+                f"exponents are limited to {MAX_EXPONENT}",
+            )
         if isinstance(base.expr, sympy.Rational):
             bits = max(base.expr.p.bit_length(), base.expr.q.bit_length())
             if abs(power) * bits > MAX_NUMBER_BITS:
@@ -308,7 +347,7 @@ class _Converter:
         if base.expr == 0 and power < 0:
             self.fail(node, f"{self.source(node)} divides by zero")
         degree = base.degree * math.ceil(abs(power))
-        return _Value(base.expr ** power, degree=degree, calls=base.calls)
+        return _Value(base.expr**power, degree=degree, calls=base.calls)
 
     def matrix_operation(self, node, kind, left: _Value, right: _Value) -> _Value:
         if kind in (ast.Add, ast.Sub):
@@ -319,7 +358,9 @@ class _Converter:
                 raise ShapeMismatch(
                     f"your expression adds {self.source(node.left)} ({format_shape(left.shape)}) and "
                     f"{self.source(node.right)} ({format_shape(right.shape)}): the shapes differ"
-                    f"{_concrete_pair(left.shape, right.shape, 'and')} (at column {column})", column)
+                    f"{_concrete_pair(left.shape, right.shape, 'and')} (at column {column})",
+                    column,
+                )
             expr = left.expr + right.expr if kind is ast.Add else left.expr - right.expr
             return _Value(expr, left.shape)
         if kind is ast.Div:
@@ -337,7 +378,8 @@ class _Converter:
                 f"your expression multiplies {self.source(node.left)} ({format_shape(left.shape)}) by "
                 f"{self.source(node.right)} ({format_shape(right.shape)}): inner sizes {left.shape[1]} and "
                 f"{right.shape[0]} do not match{_concrete_pair(left.shape, right.shape, 'times')} (at column {column})",
-                column)
+                column,
+            )
         return _Value(sympy.MatMul(left.expr, right.expr).doit(), (left.shape[0], right.shape[1]))
 
 
@@ -350,9 +392,13 @@ def _concrete_pair(left, right, word: str) -> str:
     sizes = concrete_sizes(set(left) | set(right))
     if all(isinstance(size, sympy.Integer) for size in (*left, *right)):
         return ""
-    named = ", ".join(f"{symbol}={value}" for symbol, value in sorted(sizes.items(), key=lambda item: str(item[0])))
+    named = ", ".join(
+        f"{symbol}={value}" for symbol, value in sorted(sizes.items(), key=lambda item: str(item[0]))
+    )
+
     def concrete(shape):
         return "x".join(str(int(sympy.sympify(size).xreplace(sizes))) for size in shape)
+
     return f" (with {named} that is {concrete(left)} {word} {concrete(right)})"
 
 
@@ -381,8 +427,9 @@ def parse_scalar(text, symbols: dict[str, sympy.Symbol]) -> sympy.Expr:
     return value.expr
 
 
-def parse_matrix(text, matrices: dict[str, sympy.MatrixSymbol],
-                 symbols: dict[str, sympy.Symbol] | None = None) -> sympy.MatrixExpr:
+def parse_matrix(
+    text, matrices: dict[str, sympy.MatrixSymbol], symbols: dict[str, sympy.Symbol] | None = None
+) -> sympy.MatrixExpr:
     """Read a matrix expression such as "G.T*X" over the declared matrix symbols.
 
     Inputs:
@@ -400,6 +447,7 @@ def parse_matrix(text, matrices: dict[str, sympy.MatrixSymbol],
 
 
 # Comparing answers.
+
 
 def concrete_sizes(sizes) -> dict:
     """Map each symbolic size to a distinct prime: EXAMPLE_SIZES by name, spare primes otherwise."""
@@ -462,8 +510,13 @@ def matrix_equivalent(a, b, sizes: dict | None = None, trials: int = 3, seed: in
     integers in [-9, 9]. Scalar symbols other than sizes take random positive values.
     """
     symbols = a.free_symbols | b.free_symbols
-    sizes = dict(sizes or concrete_sizes({s for m in symbols if isinstance(m, sympy.MatrixSymbol) for s in m.shape}
-                                         | {s for s in symbols if isinstance(s, sympy.Symbol)}))
+    sizes = dict(
+        sizes
+        or concrete_sizes(
+            {s for m in symbols if isinstance(m, sympy.MatrixSymbol) for s in m.shape}
+            | {s for s in symbols if isinstance(s, sympy.Symbol)}
+        )
+    )
     if matrix_shape(a, sizes) != matrix_shape(b, sizes):
         return False
     generator = np.random.default_rng(seed)
@@ -474,18 +527,28 @@ def matrix_equivalent(a, b, sizes: dict | None = None, trials: int = 3, seed: in
         for matrix in matrices:
             shape = matrix_shape(matrix, sizes)
             fill = FILLED_MATRICES.get(matrix.name)
-            values[matrix] = (np.full(shape, fill) if fill is not None
-                              else generator.integers(-9, 10, size=shape).astype(np.float64))
+            values[matrix] = (
+                np.full(shape, fill)
+                if fill is not None
+                else generator.integers(-9, 10, size=shape).astype(np.float64)
+            )
         scalars = dict(sizes)
-        scalars.update({s: sympy.Rational(int(generator.integers(1, 1000)), int(generator.integers(1, 50)))
-                        for s in free_scalars})
+        scalars.update(
+            {
+                s: sympy.Rational(int(generator.integers(1, 1000)), int(generator.integers(1, 50)))
+                for s in free_scalars
+            }
+        )
         try:
             with np.errstate(all="ignore"):
                 left, right = evaluate_matrix(a, values, scalars), evaluate_matrix(b, values, scalars)
         except SymbolicError:
             return False
-        if (np.shape(left) != np.shape(right) or not (np.all(np.isfinite(left)) and np.all(np.isfinite(right)))
-                or not np.allclose(left, right, rtol=1e-9, atol=1e-9)):
+        if (
+            np.shape(left) != np.shape(right)
+            or not (np.all(np.isfinite(left)) and np.all(np.isfinite(right)))
+            or not np.allclose(left, right, rtol=1e-9, atol=1e-9)
+        ):
             return False
     return True
 
@@ -497,7 +560,9 @@ def evaluate_scalar(expr, point: dict):
 
 
 def _random_point(symbols, generator: random.Random) -> dict:
-    return {symbol: sympy.Rational(generator.randint(1, 5000), generator.randint(1, 100)) for symbol in symbols}
+    return {
+        symbol: sympy.Rational(generator.randint(1, 5000), generator.randint(1, 100)) for symbol in symbols
+    }
 
 
 def real_value(value) -> float | None:

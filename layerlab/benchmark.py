@@ -87,7 +87,9 @@ def synchronizer(device: str):
     return torch.cuda.synchronize if device.startswith("cuda") else None
 
 
-def make_matmul(batch: int, d_in: int, d_out: int, device: str = "cpu", precision: str = "fp32", seed: int = 0):
+def make_matmul(
+    batch: int, d_in: int, d_out: int, device: str = "cpu", precision: str = "fp32", seed: int = 0
+):
     """A zero-argument function computing one dense layer's product Z = X @ W.T.
 
     Inputs: batch B, d_in, d_out; X (B, d_in) and W (d_out, d_in) are random, on `device`, in
@@ -128,14 +130,19 @@ def reference_time(fn, device: str = "cpu", warmup: int = 3, repeat: int = 10) -
     return statistics.median(samples)
 
 
-def measure_peak_flops(device: str = "cpu", precision: str = "fp32", size: int | None = None,
-                       repeat: int = 5) -> float:
+def measure_peak_flops(
+    device: str = "cpu", precision: str = "fp32", size: int | None = None, repeat: int = 5
+) -> float:
     """FLOP/s of large square matmuls (n x n, 2*n**3 FLOPs): the compute ceiling.
 
     Two sizes are tried unless `size` is given, and the fastest of `repeat` runs of each is
     taken: a ceiling is the best the device reaches.
     """
-    sizes = [_count(size, "size")] if size is not None else ([4096, 8192] if device.startswith("cuda") else [1024, 2048])
+    sizes = (
+        [_count(size, "size")]
+        if size is not None
+        else ([4096, 8192] if device.startswith("cuda") else [1024, 2048])
+    )
     repeat = _count(repeat, "repeat")
     best = 0.0
     with matmul_precision(precision):
@@ -148,18 +155,29 @@ def measure_peak_flops(device: str = "cpu", precision: str = "fp32", size: int |
 
 def measure_bandwidth(device: str = "cpu", megabytes: int | None = None, repeat: int = 3) -> float:
     """Bytes per second of a large tensor copy (each byte read once and written once): the memory ceiling."""
-    megabytes = _count(megabytes, "megabytes") if megabytes is not None else (1024 if device.startswith("cuda") else 64)
+    megabytes = (
+        _count(megabytes, "megabytes")
+        if megabytes is not None
+        else (1024 if device.startswith("cuda") else 64)
+    )
     repeat = _count(repeat, "repeat")
     source = torch.empty(megabytes * 2**20 // 4, dtype=torch.float32, device=device).uniform_()
     target = torch.empty_like(source)
-    seconds = min(reference_time(lambda: target.copy_(source), device, warmup=1, repeat=3) for _ in range(repeat))
+    seconds = min(
+        reference_time(lambda: target.copy_(source), device, warmup=1, repeat=3) for _ in range(repeat)
+    )
     return 2.0 * source.numel() * 4 / seconds
 
 
 def default_shapes(device: str = "cpu") -> list[tuple[int, int, int]]:
     """(B, d_in, d_out) shapes: a batch sweep at a fixed width and a width sweep with awkward sizes."""
     if device.startswith("cuda"):
-        width, batches, widths, batch = 4096, [1, 16, 128, 1024, 4096, 8192], [1023, 1024, 1025, 4095, 4096, 8192], 4096
+        width, batches, widths, batch = (
+            4096,
+            [1, 16, 128, 1024, 4096, 8192],
+            [1023, 1024, 1025, 4095, 4096, 8192],
+            4096,
+        )
     else:
         width, batches, widths, batch = 512, [1, 8, 64, 256, 1024], [255, 256, 511, 512, 513, 1024, 1025], 256
     shapes = [(b, width, width) for b in batches] + [(batch, w, w) for w in widths]
@@ -174,9 +192,18 @@ def default_bytes(batch, d_in, d_out, element_bytes):
     return (batch * d_in + d_out * d_in + batch * d_out) * element_bytes
 
 
-def run_sweep(shapes, time_fn=None, device: str = "cpu", precision: str = "fp32", warmup: int = 2,
-              repeat: int = 5, peak_flops: float | None = None, bandwidth: float | None = None,
-              flops_fn=default_flops, bytes_fn=default_bytes) -> list[dict]:
+def run_sweep(
+    shapes,
+    time_fn=None,
+    device: str = "cpu",
+    precision: str = "fp32",
+    warmup: int = 2,
+    repeat: int = 5,
+    peak_flops: float | None = None,
+    bandwidth: float | None = None,
+    flops_fn=default_flops,
+    bytes_fn=default_bytes,
+) -> list[dict]:
     """Time Z = X @ W.T for every (B, d_in, d_out) in `shapes`.
 
     Inputs:
@@ -200,14 +227,29 @@ def run_sweep(shapes, time_fn=None, device: str = "cpu", precision: str = "fp32"
             if time_fn is None:
                 seconds = reference_time(fn, device, warmup, repeat)
             else:
-                seconds = _measured(time_fn(fn, warmup, repeat, time.perf_counter, synchronizer(device)),
-                                    f"the seconds {_name(time_fn)} returned for shape {shape}")
-            flops = _measured(flops_fn(batch, d_in, d_out), f"the FLOPs {_name(flops_fn)} returned for shape {shape}")
-            moved = _measured(bytes_fn(batch, d_in, d_out, element_bytes),
-                              f"the bytes {_name(bytes_fn)} returned for shape {shape}")
-            record = {"batch": batch, "d_in": d_in, "d_out": d_out, "precision": precision, "device": device,
-                      "seconds": seconds, "flops": flops, "bytes": moved, "intensity": flops / moved,
-                      "achieved": flops / seconds}
+                seconds = _measured(
+                    time_fn(fn, warmup, repeat, time.perf_counter, synchronizer(device)),
+                    f"the seconds {_name(time_fn)} returned for shape {shape}",
+                )
+            flops = _measured(
+                flops_fn(batch, d_in, d_out), f"the FLOPs {_name(flops_fn)} returned for shape {shape}"
+            )
+            moved = _measured(
+                bytes_fn(batch, d_in, d_out, element_bytes),
+                f"the bytes {_name(bytes_fn)} returned for shape {shape}",
+            )
+            record = {
+                "batch": batch,
+                "d_in": d_in,
+                "d_out": d_out,
+                "precision": precision,
+                "device": device,
+                "seconds": seconds,
+                "flops": flops,
+                "bytes": moved,
+                "intensity": flops / moved,
+                "achieved": flops / seconds,
+            }
             if peak_flops and bandwidth:
                 record["fraction_of_peak"] = record["achieved"] / peak_flops
                 record["bound"] = "memory" if record["intensity"] < peak_flops / bandwidth else "compute"
@@ -225,8 +267,10 @@ def format_table(records, peak_flops: float | None = None) -> str:
     for r in records:
         fraction = r.get("fraction_of_peak", r["achieved"] / peak_flops if peak_flops else float("nan"))
         shape = f"{r['batch']} x {r['d_in']} x {r['d_out']}"
-        lines.append(f"{shape:>22} {r['precision']:>5} {r['seconds'] * 1e3:9.3f} {r['achieved'] / 1e12:9.4f} "
-                     f"{fraction:8.1%} {r['intensity']:8.1f}")
+        lines.append(
+            f"{shape:>22} {r['precision']:>5} {r['seconds'] * 1e3:9.3f} {r['achieved'] / 1e12:9.4f} "
+            f"{fraction:8.1%} {r['intensity']:8.1f}"
+        )
     return "\n".join(lines)
 
 
@@ -246,20 +290,45 @@ def roofline_plot(records, peak_flops: float, bandwidth: float, ax=None, title: 
         _, ax = plt.subplots(figsize=(8, 5))
     intensities = np.array([r["intensity"] for r in records])
     ridge = peak_flops / bandwidth
-    grid = np.logspace(np.log10(min(intensities.min(), ridge) / 2), np.log10(max(intensities.max(), ridge) * 2), 200)
-    ax.plot(grid, np.minimum(peak_flops, bandwidth * grid), color="#444444", linewidth=2, label="measured ceilings")
+    grid = np.logspace(
+        np.log10(min(intensities.min(), ridge) / 2), np.log10(max(intensities.max(), ridge) * 2), 200
+    )
+    ax.plot(
+        grid,
+        np.minimum(peak_flops, bandwidth * grid),
+        color="#444444",
+        linewidth=2,
+        label="measured ceilings",
+    )
     ax.axvline(ridge, color="#999999", linestyle=":", linewidth=1)
-    ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, peak_flops), textcoords="offset points", xytext=(5, -15),
-                color="#555555")
+    ax.annotate(
+        f"ridge {ridge:.0f} FLOP/B",
+        (ridge, peak_flops),
+        textcoords="offset points",
+        xytext=(5, -15),
+        color="#555555",
+    )
     colours = {"fp32": "#1f4e79", "tf32": "#2a9d8f", "bf16": "#e07a3f"}
     for precision in dict.fromkeys(r["precision"] for r in records):
         chosen = [r for r in records if r["precision"] == precision]
-        ax.scatter([r["intensity"] for r in chosen], [r["achieved"] for r in chosen], s=36,
-                   color=colours.get(precision, "#708090"), label=f"measured, {precision}", zorder=3)
+        ax.scatter(
+            [r["intensity"] for r in chosen],
+            [r["achieved"] for r in chosen],
+            s=36,
+            color=colours.get(precision, "#708090"),
+            label=f"measured, {precision}",
+            zorder=3,
+        )
         for r in chosen:
             awkward = r["d_in"] % 64 != 0 or r["batch"] % 8 != 0
-            ax.annotate(f"{r['batch']}x{r['d_in']}" + ("*" if awkward else ""), (r["intensity"], r["achieved"]),
-                        textcoords="offset points", xytext=(4, 3), fontsize=7, color="#333333")
+            ax.annotate(
+                f"{r['batch']}x{r['d_in']}" + ("*" if awkward else ""),
+                (r["intensity"], r["achieved"]),
+                textcoords="offset points",
+                xytext=(4, 3),
+                fontsize=7,
+                color="#333333",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")

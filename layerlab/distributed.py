@@ -61,6 +61,7 @@ def _die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         with contextlib.suppress(Exception):
             import ctypes
+
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
@@ -74,15 +75,22 @@ def _rank_main(worker, rank: int, world_size: int, init_file: str, timeout: floa
     if "GLOO_SOCKET_IFNAME" not in os.environ and (interface := _loopback_interface()):
         os.environ["GLOO_SOCKET_IFNAME"] = interface
     try:
-        dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
-                                world_size=world_size, timeout=timedelta(seconds=max(timeout, 1.0)))
+        dist.init_process_group(
+            "gloo",
+            init_method=f"file://{init_file}",
+            rank=rank,
+            world_size=world_size,
+            timeout=timedelta(seconds=max(timeout, 1.0)),
+        )
         value = worker(rank, world_size, *args)
         dist.barrier()  # nobody leaves before every rank is connected and done
         try:  # by value here: the rank exits at once, so nothing may be left to fetch from it later
             payload = pickle.dumps(value)
         except Exception as error:
-            raise TypeError(f"the worker returned {type(value).__name__}, which cannot be sent back to the "
-                            f"parent ({error}); return NumPy arrays, numbers or strings") from None
+            raise TypeError(
+                f"the worker returned {type(value).__name__}, which cannot be sent back to the "
+                f"parent ({error}); return NumPy arrays, numbers or strings"
+            ) from None
         results.put((rank, "ok", payload))
     except BaseException as error:  # reported to the parent, which raises DistributedRunError
         results.put((rank, "error", f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=6)}"))
@@ -102,8 +110,9 @@ def _kill(process) -> None:
         process.kill()
 
 
-def run_on_processes(worker, world_size: int, args: tuple = (), timeout: float = 60.0,
-                     start_method: str | None = None) -> list:
+def run_on_processes(
+    worker, world_size: int, args: tuple = (), timeout: float = 60.0, start_method: str | None = None
+) -> list:
     """Run `worker(rank, world_size, *args)` on `world_size` gloo ranks; return results by rank.
 
     Inputs:
@@ -127,9 +136,15 @@ def run_on_processes(worker, world_size: int, args: tuple = (), timeout: float =
     folder = tempfile.mkdtemp(prefix="layerlab-gloo-")
     init_file = os.path.join(folder, "rendezvous")
     results = context.Queue()
-    processes = [context.Process(target=_rank_main, daemon=True, name=f"rank-{rank}",
-                                 args=(worker, rank, world_size, init_file, timeout, tuple(args), results))
-                 for rank in range(world_size)]
+    processes = [
+        context.Process(
+            target=_rank_main,
+            daemon=True,
+            name=f"rank-{rank}",
+            args=(worker, rank, world_size, init_file, timeout, tuple(args), results),
+        )
+        for rank in range(world_size)
+    ]
     deadline = time.monotonic() + timeout
     received: dict[int, object] = {}
     try:
@@ -143,17 +158,23 @@ def run_on_processes(worker, world_size: int, args: tuple = (), timeout: float =
             try:
                 rank, status, value = results.get(timeout=min(remaining, 0.5))
             except Empty:
-                dead = [p for index, p in enumerate(processes) if index not in received and p.exitcode is not None]
+                dead = [
+                    p for index, p in enumerate(processes) if index not in received and p.exitcode is not None
+                ]
                 if not dead:
                     continue
                 try:  # its result may still be in the pipe
                     rank, status, value = results.get(timeout=1.0)
                 except Empty:
-                    raise DistributedRunError(f"{dead[0].name} exited with code {dead[0].exitcode} "
-                                              "before reporting a result") from None
+                    raise DistributedRunError(
+                        f"{dead[0].name} exited with code {dead[0].exitcode} before reporting a result"
+                    ) from None
             if status == "error":
-                crashed = [p for index, p in enumerate(processes) if index not in received and index != rank
-                           and p.exitcode not in (None, 0)]
+                crashed = [
+                    p
+                    for index, p in enumerate(processes)
+                    if index not in received and index != rank and p.exitcode not in (None, 0)
+                ]
                 cause = "".join(f"{p.name} exited with code {p.exitcode} first; " for p in crashed)
                 raise DistributedRunError(f"{cause}rank {rank} failed: {value}")
             received[rank] = value
@@ -173,6 +194,7 @@ def run_on_processes(worker, world_size: int, args: tuple = (), timeout: float =
 
 
 # ---- the communication operators, as autograd functions -----------------------------------
+
 
 class CopyToRanks(torch.autograd.Function):
     """f: identity forward, all-reduce (sum) backward. Put in front of a column-parallel layer.
@@ -227,8 +249,8 @@ class GatherFromRanks(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        start = sum(ctx.sizes[:dist.get_rank()])
-        return grad[..., start:start + ctx.sizes[dist.get_rank()]].contiguous(), None
+        start = sum(ctx.sizes[: dist.get_rank()])
+        return grad[..., start : start + ctx.sizes[dist.get_rank()]].contiguous(), None
 
 
 class SplitToRanks(torch.autograd.Function):
@@ -237,8 +259,8 @@ class SplitToRanks(torch.autograd.Function):
     @staticmethod
     def forward(ctx, full, sizes):
         ctx.sizes = list(sizes)
-        start = sum(ctx.sizes[:dist.get_rank()])
-        return full[..., start:start + ctx.sizes[dist.get_rank()]].contiguous()
+        start = sum(ctx.sizes[: dist.get_rank()])
+        return full[..., start : start + ctx.sizes[dist.get_rank()]].contiguous()
 
     @staticmethod
     def backward(ctx, grad):
@@ -246,6 +268,7 @@ class SplitToRanks(torch.autograd.Function):
 
 
 # ---- a linear layer split across ranks ------------------------------------------------------
+
 
 def _tensor(array) -> torch.Tensor:
     return torch.tensor(np.asarray(array, dtype=np.float64), dtype=torch.float64)
@@ -255,7 +278,9 @@ def _numpy(tensor: torch.Tensor | None):
     return None if tensor is None else tensor.detach().numpy().copy()
 
 
-def _tensor_parallel_rank(rank: int, world_size: int, kind: str, X, shards, b, upstream, combine: str) -> dict:
+def _tensor_parallel_rank(
+    rank: int, world_size: int, kind: str, X, shards, b, upstream, combine: str
+) -> dict:
     """One rank's share of a split layer, forward then backward of sum(Z * upstream).
 
     shards[r] = (W_r, b_r or None). Column kind: W_r (rows_r, d_in), and every rank sees all of
@@ -281,10 +306,14 @@ def _tensor_parallel_rank(rank: int, world_size: int, kind: str, X, shards, b, u
     if shared_bias is not None and Z.shape[-1] == shared_bias.shape[0]:
         Z = Z + shared_bias
     (Z * (G if G.shape == Z.shape else torch.ones_like(Z))).sum().backward()
-    return {"Z": _numpy(Z), "dX": _numpy(X.grad), "dW": _numpy(weight.grad),
-            "db": _numpy(bias.grad) if bias is not None else None,
-            "db_shared": _numpy(shared_bias.grad) if shared_bias is not None else None,
-            "weight_shape": tuple(weight.shape)}
+    return {
+        "Z": _numpy(Z),
+        "dX": _numpy(X.grad),
+        "dW": _numpy(weight.grad),
+        "db": _numpy(bias.grad) if bias is not None else None,
+        "db_shared": _numpy(shared_bias.grad) if shared_bias is not None else None,
+        "weight_shape": tuple(weight.shape),
+    }
 
 
 def _checked_shards(kind: str, shards, X: np.ndarray, b, upstream, combine: str):
@@ -313,13 +342,17 @@ def _checked_shards(kind: str, shards, X: np.ndarray, b, upstream, combine: str)
         if bias is not None and bias.shape != weight.shape[:1]:
             raise ValueError(f"shard {rank}'s bias should have shape {weight.shape[:1]}, not {bias.shape}")
         if kind == "column" and weight.shape[1] != d_in:
-            raise ValueError(f"shard {rank}'s weight has shape {weight.shape}; a column-parallel shard needs "
-                             f"{d_in} columns, one per input feature of X {X.shape}")
+            raise ValueError(
+                f"shard {rank}'s weight has shape {weight.shape}; a column-parallel shard needs "
+                f"{d_in} columns, one per input feature of X {X.shape}"
+            )
         pairs.append((weight, bias))
     rows, columns = ([weight.shape[axis] for weight, _ in pairs] for axis in (0, 1))
     if kind == "row" and (len(set(rows)) > 1 or sum(columns) != d_in):
-        raise ValueError(f"the row-parallel shards have shapes {[w.shape for w, _ in pairs]}; they need the same "
-                         f"number of output rows and columns adding up to X's {d_in} input features")
+        raise ValueError(
+            f"the row-parallel shards have shapes {[w.shape for w, _ in pairs]}; they need the same "
+            f"number of output rows and columns adding up to X's {d_in} input features"
+        )
     if combine == "all_reduce" and len(set(rows)) > 1:
         raise ValueError(f"all_reduce sums equal-sized blocks, but the shards have {rows} rows")
     d_out = sum(rows) if kind == "column" else rows[0]
@@ -340,6 +373,7 @@ class TensorParallelRun:
     (concatenated along the split axis); db: (d_out,) bias gradient; rank_Z: every rank's own Z;
     weight_shapes: each rank's weight shard shape.
     """
+
     kind: str
     world_size: int
     combine: str
@@ -353,8 +387,16 @@ class TensorParallelRun:
     seconds: float = 0.0
 
 
-def tensor_parallel_on_processes(kind: str, shards, X, b=None, upstream=None, combine: str | None = None,
-                                 timeout: float = 60.0, start_method: str | None = None) -> TensorParallelRun:
+def tensor_parallel_on_processes(
+    kind: str,
+    shards,
+    X,
+    b=None,
+    upstream=None,
+    combine: str | None = None,
+    timeout: float = 60.0,
+    start_method: str | None = None,
+) -> TensorParallelRun:
     """Run a split linear layer on len(shards) gloo processes, forward and backward, in float64.
 
     Inputs:
@@ -377,24 +419,43 @@ def tensor_parallel_on_processes(kind: str, shards, X, b=None, upstream=None, co
     X = np.asarray(X, dtype=np.float64)
     pairs, b, upstream = _checked_shards(kind, shards, X, b, upstream, combine)
     start = time.perf_counter()
-    ranks = run_on_processes(_tensor_parallel_rank, len(pairs), (kind, X, pairs, b, upstream, combine),
-                             timeout=timeout, start_method=start_method)
+    ranks = run_on_processes(
+        _tensor_parallel_rank,
+        len(pairs),
+        (kind, X, pairs, b, upstream, combine),
+        timeout=timeout,
+        start_method=start_method,
+    )
     seconds = time.perf_counter() - start
     axis = 0 if kind == "column" else 1
     dW = np.concatenate([rank["dW"] for rank in ranks], axis=axis)
     if kind == "column":
-        db = (np.concatenate([rank["db"] for rank in ranks])
-              if all(rank["db"] is not None for rank in ranks) else None)
+        db = (
+            np.concatenate([rank["db"] for rank in ranks])
+            if all(rank["db"] is not None for rank in ranks)
+            else None
+        )
     else:
         db = ranks[0]["db_shared"]
         if db is None and ranks[0]["db"] is not None:
             db = sum(rank["db"] for rank in ranks)
-    return TensorParallelRun(kind, len(pairs), combine, ranks[0]["Z"], ranks[0]["dX"], dW, db,
-                             [rank["Z"] for rank in ranks], [rank["dX"] for rank in ranks],
-                             [rank["weight_shape"] for rank in ranks], seconds)
+    return TensorParallelRun(
+        kind,
+        len(pairs),
+        combine,
+        ranks[0]["Z"],
+        ranks[0]["dX"],
+        dW,
+        db,
+        [rank["Z"] for rank in ranks],
+        [rank["dX"] for rank in ranks],
+        [rank["weight_shape"] for rank in ranks],
+        seconds,
+    )
 
 
 # ---- measuring the collectives --------------------------------------------------------------
+
 
 def _collective_timing_rank(rank: int, world_size: int, sizes, repeat: int, warmup: int) -> dict:
     timings = {"all_gather": [], "all_reduce": []}
@@ -402,8 +463,10 @@ def _collective_timing_rank(rank: int, world_size: int, sizes, repeat: int, warm
         piece = torch.randn(max(1, size // world_size), dtype=torch.float32)
         full = torch.randn(size, dtype=torch.float32)
         gathered = [torch.empty_like(piece) for _ in range(world_size)]
-        for name, op in (("all_gather", lambda: dist.all_gather(gathered, piece)),
-                         ("all_reduce", lambda: dist.all_reduce(full))):
+        for name, op in (
+            ("all_gather", lambda: dist.all_gather(gathered, piece)),
+            ("all_reduce", lambda: dist.all_reduce(full)),
+        ):
             for _ in range(warmup):
                 op()
             samples = []
@@ -416,8 +479,9 @@ def _collective_timing_rank(rank: int, world_size: int, sizes, repeat: int, warm
     return timings
 
 
-def time_collectives(sizes, world_size: int = 2, repeat: int = 7, warmup: int = 2,
-                     timeout: float = 60.0) -> dict[str, np.ndarray]:
+def time_collectives(
+    sizes, world_size: int = 2, repeat: int = 7, warmup: int = 2, timeout: float = 60.0
+) -> dict[str, np.ndarray]:
     """Median seconds of all_gather and all_reduce (float32) for each total output size.
 
     Inputs: sizes, a list of element counts N (the full output B*d_out); world_size ranks.
@@ -427,12 +491,23 @@ def time_collectives(sizes, world_size: int = 2, repeat: int = 7, warmup: int = 
     median per size.
     """
     sizes = [int(size) for size in sizes]
-    if not sizes or min(sizes) < 1 or type(repeat) is not int or repeat < 1 or type(warmup) is not int or warmup < 0:
-        raise ValueError(f"time_collectives needs positive sizes, repeat >= 1 and warmup >= 0; got sizes {sizes}, "
-                         f"repeat {repeat!r}, warmup {warmup!r}")
+    if (
+        not sizes
+        or min(sizes) < 1
+        or type(repeat) is not int
+        or repeat < 1
+        or type(warmup) is not int
+        or warmup < 0
+    ):
+        raise ValueError(
+            f"time_collectives needs positive sizes, repeat >= 1 and warmup >= 0; got sizes {sizes}, "
+            f"repeat {repeat!r}, warmup {warmup!r}"
+        )
     ranks = run_on_processes(_collective_timing_rank, world_size, (sizes, repeat, warmup), timeout=timeout)
-    return {"sizes": np.array(sizes),
-            **{name: np.max([rank[name] for rank in ranks], axis=0) for name in ("all_gather", "all_reduce")}}
+    return {
+        "sizes": np.array(sizes),
+        **{name: np.max([rank[name] for rank in ranks], axis=0) for name in ("all_gather", "all_reduce")},
+    }
 
 
 def fit_alpha_beta(volumes, seconds) -> tuple[float, float]:
@@ -446,10 +521,16 @@ def fit_alpha_beta(volumes, seconds) -> tuple[float, float]:
     """
     volumes, seconds = np.asarray(volumes, float), np.asarray(seconds, float)
     if volumes.ndim != 1 or volumes.shape != seconds.shape or volumes.size < 2:
-        raise ValueError(f"volumes and seconds should be 1-D with the same length of at least 2, "
-                         f"got shapes {volumes.shape} and {seconds.shape}")
-    if not (np.all(np.isfinite(volumes)) and np.all(volumes >= 0) and np.all(np.isfinite(seconds))
-            and np.all(seconds > 0)):
+        raise ValueError(
+            f"volumes and seconds should be 1-D with the same length of at least 2, "
+            f"got shapes {volumes.shape} and {seconds.shape}"
+        )
+    if not (
+        np.all(np.isfinite(volumes))
+        and np.all(volumes >= 0)
+        and np.all(np.isfinite(seconds))
+        and np.all(seconds > 0)
+    ):
         raise ValueError("volumes should be finite and >= 0, and seconds finite and > 0")
     weights = 1.0 / seconds
     design = np.stack([np.ones_like(volumes), volumes], axis=1) * weights[:, None]

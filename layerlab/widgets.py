@@ -40,7 +40,9 @@ def _checked(W, b, x):
     if W.ndim != 2:
         raise ValueError(f"W should be a matrix of shape (d_out, d_in), got shape {W.shape}")
     if x.shape != (W.shape[1],):
-        raise ValueError(f"x should have shape ({W.shape[1]},) to match W's {W.shape[1]} columns, got {x.shape}")
+        raise ValueError(
+            f"x should have shape ({W.shape[1]},) to match W's {W.shape[1]} columns, got {x.shape}"
+        )
     if b.shape != (W.shape[0],):
         raise ValueError(f"b should have shape ({W.shape[0]},) to match W's {W.shape[0]} rows, got {b.shape}")
     if not all(np.all(np.isfinite(value)) for value in (W, b, x)):
@@ -60,8 +62,12 @@ def state_text(state: dict) -> str:
     rows = []
     for j in range(products.shape[0]):
         bias = state["z"][j] - state["sums"][j]
-        cells = [_number(v) for v in products[j]] + [_number(state["sums"][j]), _number(bias),
-                                                      _number(state["z"][j]), _number(state["h"][j])]
+        cells = [_number(v) for v in products[j]] + [
+            _number(state["sums"][j]),
+            _number(bias),
+            _number(state["z"][j]),
+            _number(state["h"][j]),
+        ]
         rows.append([f"unit {j + 1}"] + cells)
     table = [[""] + header] + rows
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
@@ -87,17 +93,23 @@ def state_html(state: dict, x=None) -> str:
     body = []
     for j in range(products.shape[0]):
         bias = state["z"][j] - state["sums"][j]
-        cells = "".join(f'<td style="background:{_shade(v, scale)};text-align:right">{_number(v)}</td>'
-                        for v in products[j])
+        cells = "".join(
+            f'<td style="background:{_shade(v, scale)};text-align:right">{_number(v)}</td>'
+            for v in products[j]
+        )
         relu_style = "font-weight:bold" if state["h"][j] > 0 else "color:#888"
-        cells += (f'<td style="text-align:right">{_number(state["sums"][j])}</td>'
-                  f'<td style="text-align:right">{_number(bias)}</td>'
-                  f'<td style="text-align:right">{_number(state["z"][j])}</td>'
-                  f'<td style="text-align:right;{relu_style}">{_number(state["h"][j])}</td>')
+        cells += (
+            f'<td style="text-align:right">{_number(state["sums"][j])}</td>'
+            f'<td style="text-align:right">{_number(bias)}</td>'
+            f'<td style="text-align:right">{_number(state["z"][j])}</td>'
+            f'<td style="text-align:right;{relu_style}">{_number(state["h"][j])}</td>'
+        )
         body.append(f"<tr><th>unit {j + 1}</th>{cells}</tr>")
     caption = f"<caption>{html.escape(inputs)}</caption>" if inputs else ""
-    return (f'<table style="border-collapse:collapse;font-family:monospace">{caption}'
-            f"<tr><th></th>{head}</tr>{''.join(body)}</table>")
+    return (
+        f'<table style="border-collapse:collapse;font-family:monospace">{caption}'
+        f"<tr><th></th>{head}</tr>{''.join(body)}</table>"
+    )
 
 
 class ForwardPassExplorer(widgets.VBox):
@@ -105,11 +117,19 @@ class ForwardPassExplorer(widgets.VBox):
 
     def __init__(self, W, b, x, limit: float, step: float):
         self.W, self.b, _ = _checked(W, b, x)
-        self.sliders = [widgets.FloatSlider(value=float(value), min=-limit, max=limit, step=step,
-                                            description=f"x{k + 1}", continuous_update=True)
-                        for k, value in enumerate(np.asarray(x, dtype=np.float64))]
+        self.sliders = [
+            widgets.FloatSlider(
+                value=float(value),
+                min=-limit,
+                max=limit,
+                step=step,
+                description=f"x{k + 1}",
+                continuous_update=True,
+            )
+            for k, value in enumerate(np.asarray(x, dtype=np.float64))
+        ]
         self.table = widgets.HTML()
-        rows = [widgets.HBox(self.sliders[i:i + 4]) for i in range(0, len(self.sliders), 4)]
+        rows = [widgets.HBox(self.sliders[i : i + 4]) for i in range(0, len(self.sliders), 4)]
         super().__init__(rows + [self.table])
         for slider in self.sliders:
             slider.observe(self.refresh, names="value")
@@ -133,7 +153,9 @@ class ForwardPassExplorer(widgets.VBox):
         return bundle
 
 
-def forward_pass_explorer(W, b, x, slider_range: float | None = None, step: float = 0.25) -> ForwardPassExplorer:
+def forward_pass_explorer(
+    W, b, x, slider_range: float | None = None, step: float = 0.25
+) -> ForwardPassExplorer:
     """A widget that shows one dense layer's forward pass as its inputs change.
 
     Inputs:
@@ -151,8 +173,12 @@ def forward_pass_explorer(W, b, x, slider_range: float | None = None, step: floa
     widest = float(np.max(np.abs(x), initial=0.0))
     limit = max(5.0, 2.0 * widest) if slider_range is None else float(slider_range)
     if not (np.isfinite(limit) and limit >= widest and limit > 0):
-        raise ValueError(f"slider_range should be a positive number covering the starting x (max |x| = {widest:g}), "
-                         f"got {slider_range!r}")
+        raise ValueError(
+            f"slider_range should be a positive number covering the starting x (max |x| = {widest:g}), "
+            f"got {slider_range!r}"
+        )
     if not (np.isfinite(step) and 0 < step <= limit):
-        raise ValueError(f"step should be a positive number no larger than the slider range {limit:g}, got {step!r}")
+        raise ValueError(
+            f"step should be a positive number no larger than the slider range {limit:g}, got {step!r}"
+        )
     return ForwardPassExplorer(W, b, x, limit, step)

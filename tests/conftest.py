@@ -69,8 +69,10 @@ def ctx_for():
 @pytest.fixture
 def grade():
     """`grade(assignment, part, answer, seed=0)` -> PartResult from `run_check`."""
+
     def grade_answer(assignment: str, part: str, answer, seed: int | str = 0):
         return run_check(make_ctx(assignment, part, seed), answer)
+
     return grade_answer
 
 

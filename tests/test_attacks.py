@@ -52,8 +52,9 @@ def grade(course, sandbox, path, student="mallory"):
 
 @needs_root
 @pytest.mark.parametrize("attack", ATTACKS, ids=[attack.name for attack in ATTACKS])
-def test_attack_earns_nothing_and_costs_only_its_own_parts(attack, course, sandbox, other_student, tmp_path,
-                                                          monkeypatch):
+def test_attack_earns_nothing_and_costs_only_its_own_parts(
+    attack, course, sandbox, other_student, tmp_path, monkeypatch
+):
     monkeypatch.setenv("SANDBOX_TEST_SECRET", "attack-secret")
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     sources = attack.sources(course=course.root, repo=REPO, grader_pid=os.getpid(), other=other_student)
@@ -66,7 +67,9 @@ def test_attack_earns_nothing_and_costs_only_its_own_parts(attack, course, sandb
             assert part.feedback.strip()
             assert attack.reason in part.feedback, part.feedback
         else:
-            assert part.score == kit.FULL_MARKS[part.id], f"{attack.name}: honest {part.id} lost marks: {part.feedback}"
+            assert part.score == kit.FULL_MARKS[part.id], (
+                f"{attack.name}: honest {part.id} lost marks: {part.feedback}"
+            )
     for text in attack.hidden:
         assert text not in result.output
     for text in attack.seen:
@@ -99,10 +102,13 @@ for path in ["/tmp/answers.py", "/var/tmp/answers.py", "/dev/shm/answers.py",
         print("FOUND", path)
 """
     from string import Template
-    first = kit.write_submission(tmp_path / "alice" / "nb.ipynb",
-                                 {"answer_magic": Template(planter).substitute(course=course.root)})
-    second = kit.write_submission(tmp_path / "bob" / "nb.ipynb",
-                                  {"answer_magic": Template(reader).substitute(course=course.root)})
+
+    first = kit.write_submission(
+        tmp_path / "alice" / "nb.ipynb", {"answer_magic": Template(planter).substitute(course=course.root)}
+    )
+    second = kit.write_submission(
+        tmp_path / "bob" / "nb.ipynb", {"answer_magic": Template(reader).substitute(course=course.root)}
+    )
     assert kit.scores(grade(course, sandbox, first, "alice"))["magic"] == 0
     result = grade(course, sandbox, second, "bob")
     assert kit.scores(result)["magic"] == 0 and "FOUND" not in result.output
@@ -123,7 +129,11 @@ def test_tampered_test_cells_and_extra_cells_are_ignored(course, sandbox, tmp_pa
 
 
 def test_a_submission_renaming_cells_cannot_borrow_the_source_solution(course, sandbox, tmp_path):
-    cells = [cell for cell in kit.submission_cells() if cell["metadata"].get("nbgrader", {}).get("grade_id") != "answer_double"]
+    cells = [
+        cell
+        for cell in kit.submission_cells()
+        if cell["metadata"].get("nbgrader", {}).get("grade_id") != "answer_double"
+    ]
     result = grade(course, sandbox, kit.write_submission(tmp_path / "nb.ipynb", cells=cells))
     assert kit.scores(result)["double"] == 0 and "no answer cell" in kit.part(result, "double").feedback
     assert kit.SOLUTION_MARKER not in result.output

@@ -27,9 +27,14 @@ from grader.demo import DEMO_SECRET
 
 REPO = Path(__file__).resolve().parent.parent
 GRADER_DIR = str(Path(grader.__file__).resolve().parent)
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo"),
-              pytest.mark.skipif(not (REPO / "source" / "01_shapes" / "01_shapes.ipynb").is_file(),
-                                 reason="the course notebooks are not built yet")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.xdist_group("demo"),
+    pytest.mark.skipif(
+        not (REPO / "source" / "01_shapes" / "01_shapes.ipynb").is_file(),
+        reason="the course notebooks are not built yet",
+    ),
+]
 
 
 def reference_lines() -> list[str]:
@@ -45,8 +50,9 @@ def reference_lines() -> list[str]:
 
 def python(*args, env=None, **kwargs):
     environment = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, env=environment,
-                          **kwargs)
+    return subprocess.run(
+        [sys.executable, *args], cwd=REPO, capture_output=True, text=True, env=environment, **kwargs
+    )
 
 
 @pytest.fixture(scope="session")
@@ -64,8 +70,16 @@ def demo_run(tmp_path_factory):
             directory.parent.mkdir(exist_ok=True)
             start = time.monotonic()
             done = python("-m", "grader", "demo", "--dir", str(directory), timeout=300)
-            record.write_text(json.dumps({"returncode": done.returncode, "stdout": done.stdout,
-                                          "stderr": done.stderr, "seconds": time.monotonic() - start}))
+            record.write_text(
+                json.dumps(
+                    {
+                        "returncode": done.returncode,
+                        "stdout": done.stdout,
+                        "stderr": done.stderr,
+                        "seconds": time.monotonic() - start,
+                    }
+                )
+            )
     data = json.loads(record.read_text())
     done = subprocess.CompletedProcess(["demo"], data["returncode"], data["stdout"], data["stderr"])
     done.seconds = data["seconds"]
@@ -83,8 +97,19 @@ def test_gradebook_matches_check_json_per_part(demo_run):
     course = load_course(directory / "course.yml")
     for student in ("max",):
         notebook = directory / "submitted" / student / "01_shapes" / "01_shapes.ipynb"
-        checked = python("-m", "grader", "check", str(notebook), "--student", student, "--json",
-                         "--course", str(directory), env={course.secret_env: DEMO_SECRET}, timeout=120)
+        checked = python(
+            "-m",
+            "grader",
+            "check",
+            str(notebook),
+            "--student",
+            student,
+            "--json",
+            "--course",
+            str(directory),
+            env={course.secret_env: DEMO_SECRET},
+            timeout=120,
+        )
         assert checked.returncode == 0, checked.stderr
         result = json.loads(checked.stdout)
         assert result["assignment"] == "01_shapes" and result["student"] == student
@@ -104,12 +129,22 @@ def test_feedback_pages_reveal_no_tests_reference_or_paths(demo_run):
     directory, _ = demo_run
     pages = sorted((directory / "feedback").rglob("*.html"))
     assert pages
-    forbidden = ["assert_part", "BEGIN HIDDEN TESTS", "grader.inline", "mark_scheme", GRADER_DIR,
-                 "site-packages", str(directory), *reference_lines()]
+    forbidden = [
+        "assert_part",
+        "BEGIN HIDDEN TESTS",
+        "grader.inline",
+        "mark_scheme",
+        GRADER_DIR,
+        "site-packages",
+        str(directory),
+        *reference_lines(),
+    ]
     for page in pages:
         text = html.unescape(page.read_text())
         student, assignment = page.parent.parent.name, page.parent.name
-        notebook = json.loads((directory / "submitted" / student / assignment / page.name).with_suffix(".ipynb").read_text())
+        notebook = json.loads(
+            (directory / "submitted" / student / assignment / page.name).with_suffix(".ipynb").read_text()
+        )
         own = "\n".join("".join(cell["source"]) for cell in notebook["cells"])
         for item in forbidden:
             assert item not in text or item in own, (page.relative_to(directory), item)  # only their own text
@@ -120,8 +155,15 @@ def test_feedback_pages_reveal_no_tests_reference_or_paths(demo_run):
 def test_rerun_grades_nothing_and_changes_nothing(demo_run):
     directory, _ = demo_run
     before = db_dump(directory)
-    again = python("-m", "grader", "autograde", "--course", str(directory),
-                   env={"LAYERS_GRADER_SECRET": DEMO_SECRET}, timeout=120)
+    again = python(
+        "-m",
+        "grader",
+        "autograde",
+        "--course",
+        str(directory),
+        env={"LAYERS_GRADER_SECRET": DEMO_SECRET},
+        timeout=120,
+    )
     assert again.returncode == 0, again.stderr
     assert "already graded" in again.stderr and "unchanged" in again.stdout
     assert db_dump(directory) == before
@@ -129,28 +171,46 @@ def test_rerun_grades_nothing_and_changes_nothing(demo_run):
 
 def test_sigkill_halfway_then_rerun_loses_and_duplicates_nothing(demo_run, tmp_path):
     directory, _ = demo_run
-    students = ["ada", "max", "sam", "tia", "x-allclose", "x-loop"]  # x-loop runs into its 5 s limit: time to kill
+    students = [
+        "ada",
+        "max",
+        "sam",
+        "tia",
+        "x-allclose",
+        "x-loop",
+    ]  # x-loop runs into its 5 s limit: time to kill
     copy = tmp_path / "course"
     copy.mkdir()
     for name in ("course.yml", "source", "assignments"):
         source = directory / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, copy / name)
     for student in students:
-        shutil.copytree(directory / "submitted" / student / "01_shapes", copy / "submitted" / student / "01_shapes")
-    malformed = {"zed": (b'{"cells": [ this is not json', "invalid JSON"),  # a recorded zero with the reason
-                 "yan": (b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "not UTF-8"),
-                 "wex": (b"[" * 100_000 + b"]" * 100_000, "invalid JSON"),
-                 "xia": ((directory / "submitted" / "ada" / "02_parameters" / "02_parameters.ipynb").read_bytes(),
-                         "none of the answer cells of assignment 01_shapes")}
+        shutil.copytree(
+            directory / "submitted" / student / "01_shapes", copy / "submitted" / student / "01_shapes"
+        )
+    malformed = {
+        "zed": (b'{"cells": [ this is not json', "invalid JSON"),  # a recorded zero with the reason
+        "yan": (b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "not UTF-8"),
+        "wex": (b"[" * 100_000 + b"]" * 100_000, "invalid JSON"),
+        "xia": (
+            (directory / "submitted" / "ada" / "02_parameters" / "02_parameters.ipynb").read_bytes(),
+            "none of the answer cells of assignment 01_shapes",
+        ),
+    }
     for student, (content, _) in malformed.items():
         broken = copy / "submitted" / student / "01_shapes" / "01_shapes.ipynb"
         broken.parent.mkdir(parents=True)
         broken.write_bytes(content)
     total = len(students) + len(malformed)
     env = dict(os.environ, LAYERS_GRADER_SECRET=DEMO_SECRET)
-    process = subprocess.Popen([sys.executable, "-m", "grader", "autograde", "--course", str(copy), "--workers", "1"],
-                               cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "grader", "autograde", "--course", str(copy), "--workers", "1"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while len(list(copy.glob("autograded/*/*/results.json"))) < 2 and process.poll() is None:
         assert time.monotonic() < deadline, "autograde made no progress"
@@ -159,8 +219,15 @@ def test_sigkill_halfway_then_rerun_loses_and_duplicates_nothing(demo_run, tmp_p
     process.wait(timeout=30)
     graded_before = len(list(copy.glob("autograded/*/*/results.json")))
     assert 2 <= graded_before < total, "the kill came too late to test anything"
-    rerun = python("-m", "grader", "autograde", "--course", str(copy), env={"LAYERS_GRADER_SECRET": DEMO_SECRET},
-                   timeout=300)
+    rerun = python(
+        "-m",
+        "grader",
+        "autograde",
+        "--course",
+        str(copy),
+        env={"LAYERS_GRADER_SECRET": DEMO_SECRET},
+        timeout=300,
+    )
     assert rerun.returncode == 0, rerun.stderr
     summary = rerun.stdout.splitlines()[-1]
     assert summary == f"{total - graded_before} graded, {graded_before} unchanged since the last run."
@@ -169,7 +236,9 @@ def test_sigkill_halfway_then_rerun_loses_and_duplicates_nothing(demo_run, tmp_p
     for student, (_, reason) in malformed.items():
         row = db_dump(copy, [student])[0]
         assert all(auto in (0.0, None) for _, auto, *_ in row["grades"]), student
-        assert all("could not be graded" in text and reason in text for _, text, _ in row["comments"]), student
+        assert all("could not be graded" in text and reason in text for _, text, _ in row["comments"]), (
+            student
+        )
 
 
 def test_check_refuses_a_deeply_nested_file_in_one_line(tmp_path):
@@ -184,8 +253,18 @@ def test_check_refuses_a_deeply_nested_file_in_one_line(tmp_path):
 def test_check_of_another_assignments_notebook_says_so(demo_run):
     directory, _ = demo_run
     notebook = directory / "submitted" / "ada" / "02_parameters" / "02_parameters.ipynb"
-    checked = python("-m", "grader", "check", str(notebook), "--assignment", "01_shapes", "--course", str(directory),
-                     env={"LAYERS_GRADER_SECRET": ""}, timeout=120)
+    checked = python(
+        "-m",
+        "grader",
+        "check",
+        str(notebook),
+        "--assignment",
+        "01_shapes",
+        "--course",
+        str(directory),
+        env={"LAYERS_GRADER_SECRET": ""},
+        timeout=120,
+    )
     assert checked.returncode == 1
     assert "none of the answer cells of assignment 01_shapes" in checked.stderr
     assert "public self-check inputs" in checked.stdout

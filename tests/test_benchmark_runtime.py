@@ -13,7 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils import benchmark as torch_benchmark
 
-from grader.reference.benchmark import arithmetic_intensity, matmul_bytes, matmul_flops, roofline_bound, time_op
+from grader.reference.benchmark import (
+    arithmetic_intensity,
+    matmul_bytes,
+    matmul_flops,
+    roofline_bound,
+    time_op,
+)
 from layerlab import benchmark as lab
 
 matplotlib.use("Agg")
@@ -24,7 +30,9 @@ sizes = st.integers(1, 5000)
 @settings(max_examples=50, deadline=None)
 @given(batch=sizes, d_in=sizes, d_out=sizes, element_bytes=st.sampled_from([1, 2, 4, 8]))
 def test_counts_match_the_formulas(batch, d_in, d_out, element_bytes):
-    assert lab.default_flops(batch, d_in, d_out) == 2 * batch * d_in * d_out == matmul_flops(batch, d_in, d_out)
+    assert (
+        lab.default_flops(batch, d_in, d_out) == 2 * batch * d_in * d_out == matmul_flops(batch, d_in, d_out)
+    )
     expected_bytes = (batch * d_in + d_out * d_in + batch * d_out) * element_bytes
     assert lab.default_bytes(batch, d_in, d_out, element_bytes) == expected_bytes
     assert expected_bytes == matmul_bytes(batch, d_in, d_out, element_bytes)
@@ -116,8 +124,16 @@ def test_cpu_sweep_with_a_student_timing_function_runs_quickly():
     shapes = [(1, 64, 64), (7, 73, 5), (32, 255, 256), (32, 256, 256)]
     peak, bandwidth = 1e11, 1e10
     start = time.perf_counter()
-    records = lab.run_sweep(shapes, time_fn=time_op, warmup=1, repeat=3, peak_flops=peak, bandwidth=bandwidth,
-                            flops_fn=matmul_flops, bytes_fn=matmul_bytes)
+    records = lab.run_sweep(
+        shapes,
+        time_fn=time_op,
+        warmup=1,
+        repeat=3,
+        peak_flops=peak,
+        bandwidth=bandwidth,
+        flops_fn=matmul_flops,
+        bytes_fn=matmul_bytes,
+    )
     assert time.perf_counter() - start < 30  # a small budget, generous for a shared machine
     assert [(r["batch"], r["d_in"], r["d_out"]) for r in records] == shapes
     for r in records:
@@ -148,29 +164,46 @@ def test_sweep_calls_the_timing_function_with_the_documented_signature():
 def _returns(value):
     def student_function(*args):
         return value
+
     return student_function
 
 
-@pytest.mark.parametrize("option,value", [("time_fn", 0.0), ("time_fn", None), ("time_fn", float("nan")),
-                                          ("time_fn", -1e-3), ("flops_fn", 0), ("bytes_fn", "many"), ("bytes_fn", True)])
+@pytest.mark.parametrize(
+    "option,value",
+    [
+        ("time_fn", 0.0),
+        ("time_fn", None),
+        ("time_fn", float("nan")),
+        ("time_fn", -1e-3),
+        ("flops_fn", 0),
+        ("bytes_fn", "many"),
+        ("bytes_fn", True),
+    ],
+)
 def test_sweep_names_a_student_function_whose_result_cannot_be_used(option, value):
     message = rf"the \w+ student_function returned for shape \(7, 73, 5\) should be a positive finite number, got {value!r}"
     with pytest.raises(ValueError, match=message):
         lab.run_sweep([(7, 73, 5)], **{option: _returns(value)}, warmup=0, repeat=1)
 
 
-@pytest.mark.parametrize("call,message", [
-    (lambda: lab.run_sweep([(1, 2)]), r"\(B, d_in, d_out\) triple, got \(1, 2\)"),
-    (lambda: lab.make_matmul(0, 4, 4), "batch should be an integer >= 1, got 0"),
-    (lambda: lab.make_matmul(2, 4.5, 4), "d_in should be an integer >= 1, got 4.5"),
-    (lambda: lab.make_matmul(2, 4, 4, precision="fp64"), "precision must be one of"),
-    (lambda: lab.bytes_per_element("fp8"), "precision must be one of"),
-    (lambda: lab.reference_time(lambda: None, repeat=0), "repeat should be an integer >= 1, got 0"),
-    (lambda: lab.measure_peak_flops(size=-1), "size should be an integer >= 1, got -1"),
-    (lambda: lab.measure_bandwidth(megabytes=0), "megabytes should be an integer >= 1, got 0"),
-    (lambda: lab.roofline_plot([], 1e9, 1e9), "at least one record"),
-    (lambda: lab.roofline_plot([{"intensity": 1.0}], 1e9, 0.0), "bandwidth should be a positive finite number"),
-])
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: lab.run_sweep([(1, 2)]), r"\(B, d_in, d_out\) triple, got \(1, 2\)"),
+        (lambda: lab.make_matmul(0, 4, 4), "batch should be an integer >= 1, got 0"),
+        (lambda: lab.make_matmul(2, 4.5, 4), "d_in should be an integer >= 1, got 4.5"),
+        (lambda: lab.make_matmul(2, 4, 4, precision="fp64"), "precision must be one of"),
+        (lambda: lab.bytes_per_element("fp8"), "precision must be one of"),
+        (lambda: lab.reference_time(lambda: None, repeat=0), "repeat should be an integer >= 1, got 0"),
+        (lambda: lab.measure_peak_flops(size=-1), "size should be an integer >= 1, got -1"),
+        (lambda: lab.measure_bandwidth(megabytes=0), "megabytes should be an integer >= 1, got 0"),
+        (lambda: lab.roofline_plot([], 1e9, 1e9), "at least one record"),
+        (
+            lambda: lab.roofline_plot([{"intensity": 1.0}], 1e9, 0.0),
+            "bandwidth should be a positive finite number",
+        ),
+    ],
+)
 def test_bad_arguments_are_named(call, message):
     with pytest.raises(ValueError, match=message):
         call()

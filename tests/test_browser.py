@@ -27,18 +27,19 @@ ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 COURSE_FOLDERS = ("assignments", "solutions", "layerlab")
 LAB_START_TIMEOUT_S = 180
-RUN_TIMEOUT_S = 240        # one Run command: kernel start plus the cells it runs
-UI_TIMEOUT_S = 90          # page load, save, each element awaited
-NOTEBOOK_BUDGET_S = 480    # everything done with one notebook
-TOTAL_BUDGET_S = 1500      # all notebooks together
+RUN_TIMEOUT_S = 240  # one Run command: kernel start plus the cells it runs
+UI_TIMEOUT_S = 90  # page load, save, each element awaited
+NOTEBOOK_BUDGET_S = 480  # everything done with one notebook
+TOTAL_BUDGET_S = 1500  # all notebooks together
 TASK_MESSAGE = re.compile(r"Task (\d+\.\d+)\b")
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 def released_ids() -> list[str]:
     """Ids of the assignments with a released notebook assignments/<id>/<id>.ipynb."""
-    return sorted(path.parent.name for path in (ROOT / "assignments").glob("*/*.ipynb")
-                  if path.stem == path.parent.name)
+    return sorted(
+        path.parent.name for path in (ROOT / "assignments").glob("*/*.ipynb") if path.stem == path.parent.name
+    )
 
 
 RELEASED = released_ids()
@@ -53,8 +54,10 @@ def chromium():
     """A headless Debian Chromium driven by Playwright; skips when either is missing."""
     executable = find_chromium()
     if executable is None:
-        pytest.skip("Debian's chromium is not installed (/usr/bin/chromium or `chromium` on PATH): "
-                    "apt-get install -y --no-install-recommends chromium")
+        pytest.skip(
+            "Debian's chromium is not installed (/usr/bin/chromium or `chromium` on PATH): "
+            "apt-get install -y --no-install-recommends chromium"
+        )
     try:
         from playwright.sync_api import expect, sync_playwright
     except ImportError:
@@ -62,9 +65,12 @@ def chromium():
     expect.set_options(timeout=UI_TIMEOUT_S * 1000)
     playwright = sync_playwright().start()
     try:
-        browser = playwright.chromium.launch(executable_path=executable, headless=True,
-                                             args=["--no-sandbox", "--disable-dev-shm-usage"],
-                                             timeout=UI_TIMEOUT_S * 1000)
+        browser = playwright.chromium.launch(
+            executable_path=executable,
+            headless=True,
+            args=["--no-sandbox", "--disable-dev-shm-usage"],
+            timeout=UI_TIMEOUT_S * 1000,
+        )
     except BaseException:
         playwright.stop()
         raise
@@ -83,9 +89,14 @@ def lab(chromium, tmp_path_factory):
     course = tmp_path_factory.mktemp("course")
     for folder in COURSE_FOLDERS:
         if (ROOT / folder).is_dir():
-            shutil.copytree(ROOT / folder, course / folder, ignore=shutil.ignore_patterns(
-                "__pycache__", ".ipynb_checkpoints"))
-    server = LabServer(course, tmp_path_factory.mktemp("jupyterlab"), Path(sys.executable).with_name("jupyter"))
+            shutil.copytree(
+                ROOT / folder,
+                course / folder,
+                ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"),
+            )
+    server = LabServer(
+        course, tmp_path_factory.mktemp("jupyterlab"), Path(sys.executable).with_name("jupyter")
+    )
     try:
         server.start(LAB_START_TIMEOUT_S)
         yield server
@@ -131,8 +142,11 @@ def open_notebook(chromium, lab, all_notebooks_deadline):
 
 def code_cells(notebook: dict) -> list[tuple[int, dict]]:
     """(index in the notebook, cell) of every code cell that has code in it."""
-    return [(index, cell) for index, cell in enumerate(notebook["cells"])
-            if cell["cell_type"] == "code" and "".join(cell["source"]).strip()]
+    return [
+        (index, cell)
+        for index, cell in enumerate(notebook["cells"])
+        if cell["cell_type"] == "code" and "".join(cell["source"]).strip()
+    ]
 
 
 def never_ran(notebook: dict) -> list[int]:
@@ -142,9 +156,12 @@ def never_ran(notebook: dict) -> list[int]:
 
 def stderr_problems(notebook: dict) -> list[str]:
     """One line per output written to stderr."""
-    return [f"cell {index} wrote to stderr: {''.join(output.get('text', ''))[:300]!r}"
-            for index, cell in code_cells(notebook) for output in cell.get("outputs", [])
-            if output["output_type"] == "stream" and output.get("name") == "stderr"]
+    return [
+        f"cell {index} wrote to stderr: {''.join(output.get('text', ''))[:300]!r}"
+        for index, cell in code_cells(notebook)
+        for output in cell.get("outputs", [])
+        if output["output_type"] == "stream" and output.get("name") == "stderr"
+    ]
 
 
 def run_like_a_student(tab: NotebookTab) -> dict:
@@ -166,8 +183,11 @@ def run_like_a_student(tab: NotebookTab) -> dict:
 
 def widget_cells(notebook: dict) -> list[int]:
     """Indices of code cells whose outputs include a Jupyter widget view."""
-    return [index for index, cell in code_cells(notebook)
-            if any(WIDGET_MIME in output.get("data", {}) for output in cell.get("outputs", []))]
+    return [
+        index
+        for index, cell in code_cells(notebook)
+        if any(WIDGET_MIME in output.get("data", {}) for output in cell.get("outputs", []))
+    ]
 
 
 def assert_widgets_render(tab: NotebookTab, notebook: dict) -> None:
@@ -177,11 +197,13 @@ def assert_widgets_render(tab: NotebookTab, notebook: dict) -> None:
     for index in widget_cells(notebook):
         output = tab.output_of(index)
         output.first.scroll_into_view_if_needed()
-        expect(output.locator(".jupyter-widgets").first,
-               f"cell {index}: the widget output did not render").to_be_visible()
+        expect(
+            output.locator(".jupyter-widgets").first, f"cell {index}: the widget output did not render"
+        ).to_be_visible()
         text = " ".join(output.all_inner_texts())
-        assert "Error displaying widget" not in text and "Loading widget" not in text, \
+        assert "Error displaying widget" not in text and "Loading widget" not in text, (
             f"cell {index}: the widget shows {text[:300]!r}"
+        )
 
 
 @pytest.mark.parametrize("assignment_id", RELEASED)
@@ -193,7 +215,9 @@ def test_student_sees_each_task_stub(assignment_id, open_notebook):
     assignment = load_course().assignment(assignment_id)
     function_tasks = {part.task for part in assignment.parts if part.kind == "function"}
     value_tasks = {part.task for part in assignment.parts if part.kind in ("value", "symbolic")}
-    tab = open_notebook(f"assignments/{assignment_id}/{assignment_id}.ipynb", f"{assignment_id}-assignment.png")
+    tab = open_notebook(
+        f"assignments/{assignment_id}/{assignment_id}.ipynb", f"{assignment_id}-assignment.png"
+    )
 
     notebook = run_like_a_student(tab)
 
@@ -212,13 +236,16 @@ def test_student_sees_each_task_stub(assignment_id, open_notebook):
                 stubs_seen.setdefault(task, (index, f"{ename}: Task {task}"))
             else:
                 problems.append(f"cell {index}: {ename}: {evalue[:300]}")
-    problems += [f"no cell shows the NotImplementedError of Task {task}"
-                 for task in sorted(function_tasks - set(stubs_seen))]
+    problems += [
+        f"no cell shows the NotImplementedError of Task {task}"
+        for task in sorted(function_tasks - set(stubs_seen))
+    ]
     assert not problems, (
         f"{assignment_id} as released, run like a student would: a student should see only each stub's "
         f"NotImplementedError naming its task (tasks {', '.join(sorted(function_tasks))}) or a value stub's "
         f"public test failing with a message that starts with its task (tasks {', '.join(sorted(value_tasks))}), "
-        "and nothing on stderr; instead:\n" + "\n".join(problems))
+        "and nothing on stderr; instead:\n" + "\n".join(problems)
+    )
 
     for task, (index, shown) in sorted(stubs_seen.items()):
         message = tab.output_of(index).filter(has_text=shown)
@@ -240,9 +267,12 @@ def test_solution_runs_without_errors(assignment_id, open_notebook):
     notebook = tab.run_all()
 
     problems = [f"cell {index} never ran" for index in never_ran(notebook)] + stderr_problems(notebook)
-    problems += [f"cell {index}: {output['ename']}: {output['evalue'][:300]}"
-                 for index, cell in code_cells(notebook) for output in cell.get("outputs", [])
-                 if output["output_type"] == "error"]
+    problems += [
+        f"cell {index}: {output['ename']}: {output['evalue'][:300]}"
+        for index, cell in code_cells(notebook)
+        for output in cell.get("outputs", [])
+        if output["output_type"] == "error"
+    ]
     assert not problems, f"{relative_path}:\n" + "\n".join(problems)
 
     assert_widgets_render(tab, notebook)
@@ -256,8 +286,11 @@ def assert_forward_pass_sliders(tab: NotebookTab, notebook: dict) -> None:
     """The forward-pass explorer draws one live slider per input, and moving one updates its table."""
     from playwright.sync_api import expect
 
-    explorers = [index for index in widget_cells(notebook)
-                 if "forward_pass_explorer" in "".join(notebook["cells"][index]["source"])]
+    explorers = [
+        index
+        for index in widget_cells(notebook)
+        if "forward_pass_explorer" in "".join(notebook["cells"][index]["source"])
+    ]
     assert explorers, "01_shapes should show the forward-pass explorer (forward_pass_explorer(...))"
     output = tab.output_of(explorers[0])
     sliders = output.locator(".widget-slider")
@@ -271,4 +304,5 @@ def assert_forward_pass_sliders(tab: NotebookTab, notebook: dict) -> None:
     for _ in range(5):
         handle.press("ArrowRight")
     expect(output.first, "moving a forward-pass slider did not update the explorer").not_to_have_text(
-        table_before, use_inner_text=True, timeout=UI_TIMEOUT_S * 1000)
+        table_before, use_inner_text=True, timeout=UI_TIMEOUT_S * 1000
+    )

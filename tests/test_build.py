@@ -50,8 +50,13 @@ def test_every_course_assignment_has_a_source_notebook_or_is_pending():
 
 
 def test_build_check_passes_on_the_committed_tree():
-    result = subprocess.run([sys.executable, "-m", "grader", "build", "--check"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "grader", "build", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, f"assignments/ or solutions/ are out of date:\n{result.stderr}"
     assert "up to date" in result.stdout
 
@@ -65,7 +70,9 @@ def test_solutions_are_clean_executed_and_stamped(assignment):
     for cell in notebook.cells:
         if cell.cell_type == "code":
             assert not any(build.GRADER_IMPORT.match(line) for line in cell.source.split("\n")), cell.source
-            assert cell.source.strip() == "" or cell.execution_count is not None, "solutions are stored executed"
+            assert cell.source.strip() == "" or cell.execution_count is not None, (
+                "solutions are stored executed"
+            )
             assert not [o for o in cell.outputs if o.output_type == "error"], f"error output in {cell.id}"
     assert notebook.metadata[build.BUILD_KEY]["source_digest"].startswith("sha256:")
     assert "widgets" not in notebook.metadata
@@ -73,7 +80,13 @@ def test_solutions_are_clean_executed_and_stamped(assignment):
     for part in manual:
         assert f"**Mark scheme** (task {part.task}" in text, f"mark scheme of {part.id} not shown"
         assert f"**Model answer** (task {part.task})" in text
-    figures = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
+    figures = [
+        o
+        for c in notebook.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if "image/png" in o.get("data", {})
+    ]
     assert figures, "the solution should store its figures"
 
 
@@ -82,14 +95,23 @@ def test_released_notebooks_hide_solutions_tests_and_mark_schemes(assignment):
     released = read("assignments", assignment)
     source = read("source", assignment)
     text = json.dumps(released)
-    for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS", "assert_part", "grader.inline", "mark-scheme"):
+    for marker in (
+        "BEGIN SOLUTION",
+        "END SOLUTION",
+        "HIDDEN TESTS",
+        "assert_part",
+        "grader.inline",
+        "mark-scheme",
+    ):
         assert marker not in text, f"assignments/{assignment.id} contains {marker!r}"
     by_id = {cell.metadata.get("nbgrader", {}).get("grade_id"): cell for cell in released.cells}
     for cell in source.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         for line in solution_lines(cell):
             released_lines = {text.strip() for text in by_id[grade_id].source.split("\n")}
-            assert line not in released_lines, f"solution line leaked into assignments/{assignment.id}: {line!r}"
+            assert line not in released_lines, (
+                f"solution line leaked into assignments/{assignment.id}: {line!r}"
+            )
     for part in assignment.parts:
         if part.kind == "function":
             assert f'raise NotImplementedError("Task {part.task}: ' in by_id[f"answer_{part.id}"].source
@@ -107,7 +129,9 @@ def test_released_checksums_are_what_nbgrader_computes(assignment):
     graded = [cell for cell in released.cells if is_grade(cell) or is_solution(cell) or is_locked(cell)]
     assert len(graded) >= len(assignment.parts) * 2 - sum(p.kind == "manual" for p in assignment.parts)
     for cell in graded:
-        assert cell.metadata.nbgrader["checksum"] == compute_checksum(cell), cell.metadata.nbgrader["grade_id"]
+        assert cell.metadata.nbgrader["checksum"] == compute_checksum(cell), cell.metadata.nbgrader[
+            "grade_id"
+        ]
     points = sum(float(cell.metadata.nbgrader["points"]) for cell in released.cells if is_grade(cell))
     assert points == assignment.max_score
 
@@ -117,11 +141,17 @@ def test_task_stubs_name_the_task():
     source = 'def relu(Z):\n    """Rectified linear unit.\n\n    More."""\n    ### BEGIN SOLUTION\n    return Z\n    ### END SOLUTION'
     assert build.task_stub(part, source) == 'raise NotImplementedError("Task 1.5: Rectified linear unit.")'
     value = COURSE.assignment("01_shapes").part("x2_for_zero_output")
-    assert build.task_stub(value, "### BEGIN SOLUTION\nx2_zero = 4\n### END SOLUTION") == \
-        "x2_zero = None  # Task 1.9: set x2_zero to your answer"
+    assert (
+        build.task_stub(value, "### BEGIN SOLUTION\nx2_zero = 4\n### END SOLUTION")
+        == "x2_zero = None  # Task 1.9: set x2_zero to your answer"
+    )
     symbolic = COURSE.assignment("03_gradients").part("grad_W_expr")
-    assert build.task_stub(symbolic, '# Task 3.1: dL/dW "quoted"\n### BEGIN SOLUTION\ndL_dW = "G.T*X"\n### END SOLUTION') == \
-        "dL_dW = None  # Task 3.1: replace None with your answer (a string)"
+    assert (
+        build.task_stub(
+            symbolic, '# Task 3.1: dL/dW "quoted"\n### BEGIN SOLUTION\ndL_dW = "G.T*X"\n### END SOLUTION'
+        )
+        == "dL_dW = None  # Task 3.1: replace None with your answer (a string)"
+    )
 
 
 # ------------------------------------------------------------------------------ a scratch course
@@ -144,7 +174,9 @@ def edit_source(root: Path, change) -> None:
 
 
 def cell_with(notebook, grade_id):
-    return next(cell for cell in notebook["cells"] if cell["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+    return next(
+        cell for cell in notebook["cells"] if cell["metadata"].get("nbgrader", {}).get("grade_id") == grade_id
+    )
 
 
 def errors_of(capsys, root, check=True) -> str:
@@ -161,6 +193,7 @@ def test_scratch_copy_is_up_to_date(scratch, capsys):
 def test_check_lists_notebooks_out_of_date_after_a_source_edit(scratch, capsys):
     def reword(notebook):
         notebook["cells"][0]["source"] = "# A different title\n"
+
     edit_source(scratch, reword)
     err = errors_of(capsys, scratch)
     assert "assignments/01_shapes/01_shapes.ipynb" in err and "solutions/01_shapes/01_shapes.ipynb" in err
@@ -175,7 +208,9 @@ def test_check_notices_a_hand_edited_release(scratch, capsys):
 
 def test_course_yml_change_invalidates_the_digest(scratch, capsys):
     course = (scratch / "course.yml").read_text(encoding="utf-8")
-    (scratch / "course.yml").write_text(course.replace('"Shapes and the forward pass"', '"Shapes"'), encoding="utf-8")
+    (scratch / "course.yml").write_text(
+        course.replace('"Shapes and the forward pass"', '"Shapes"'), encoding="utf-8"
+    )
     assert "digest differs" in errors_of(capsys, scratch)
 
 
@@ -189,6 +224,7 @@ def test_unterminated_solution_region_names_the_cell(scratch, capsys):
     def cut(notebook):
         cell = cell_with(notebook, "answer_relu")
         cell["source"] = "".join(cell["source"]).replace("### END SOLUTION", "")
+
     edit_source(scratch, cut)
     err = errors_of(capsys, scratch, check=False)
     assert 'grade_id "answer_relu"' in err and "BEGIN SOLUTION" in err and "no matching" in err
@@ -196,8 +232,12 @@ def test_unterminated_solution_region_names_the_cell(scratch, capsys):
 
 def test_part_without_cells_is_a_clear_error(scratch, capsys):
     def drop(notebook):
-        notebook["cells"] = [c for c in notebook["cells"]
-                             if c["metadata"].get("nbgrader", {}).get("grade_id") not in ("answer_relu", "relu")]
+        notebook["cells"] = [
+            c
+            for c in notebook["cells"]
+            if c["metadata"].get("nbgrader", {}).get("grade_id") not in ("answer_relu", "relu")
+        ]
+
     edit_source(scratch, drop)
     err = errors_of(capsys, scratch)
     assert "part 'relu'" in err and "answer_relu" in err
@@ -206,18 +246,25 @@ def test_part_without_cells_is_a_clear_error(scratch, capsys):
 def test_duplicate_grade_ids_are_a_clear_error(scratch, capsys):
     def duplicate(notebook):
         cell_with(notebook, "relu")["metadata"]["nbgrader"]["grade_id"] = "linear_forward"
+
     edit_source(scratch, duplicate)
     err = errors_of(capsys, scratch)
     assert "duplicate grade_id 'linear_forward'" in err and "cell" in err
 
 
-@pytest.mark.parametrize("nbgrader,expected", [("x", "metadata.nbgrader should be a JSON object, not 'x'"),
-                                               ({"grade": True, "grade_id": 5}, "nbgrader grade_id should be a string, not 5")])
+@pytest.mark.parametrize(
+    "nbgrader,expected",
+    [
+        ("x", "metadata.nbgrader should be a JSON object, not 'x'"),
+        ({"grade": True, "grade_id": 5}, "nbgrader grade_id should be a string, not 5"),
+    ],
+)
 def test_malformed_nbgrader_metadata_names_the_cell(scratch, capsys, nbgrader, expected):
     def spoil(notebook):
         cell = cell_with(notebook, "relu")
         cell["metadata"]["nbgrader"] = nbgrader
         spoil.number = notebook["cells"].index(cell) + 1
+
     edit_source(scratch, spoil)
     assert f"cell {spoil.number}: {expected}" in errors_of(capsys, scratch)
 
@@ -226,6 +273,7 @@ def test_grader_import_outside_hidden_tests_is_refused(scratch, capsys):
     def leak(notebook):
         cell = cell_with(notebook, "answer_relu")
         cell["source"] = "from grader.reference.shapes import relu as _r\n" + "".join(cell["source"])
+
     edit_source(scratch, leak)
     assert "imports grader outside a hidden-test region" in errors_of(capsys, scratch)
 
@@ -233,6 +281,7 @@ def test_grader_import_outside_hidden_tests_is_refused(scratch, capsys):
 def test_points_must_match_course_yml(scratch, capsys):
     def repoint(notebook):
         cell_with(notebook, "relu")["metadata"]["nbgrader"]["points"] = 5
+
     edit_source(scratch, repoint)
     assert "course.yml gives part 'relu' 1" in errors_of(capsys, scratch)
 
@@ -266,4 +315,5 @@ def test_check_lists_extra_source_files_whose_copies_are_missing_or_differ(scrat
     assert "assignments/01_shapes/layer_sizes.csv" not in err
     builder = build.Builder(scratch, load_course(scratch / "course.yml"))
     assert builder.stale_copies(builder.course.assignment("01_shapes")) == {
-        scratch / "solutions" / "01_shapes" / "layer_sizes.csv": b"7,73\n"}
+        scratch / "solutions" / "01_shapes" / "layer_sizes.csv": b"7,73\n"
+    }

@@ -20,7 +20,12 @@ A = "05_matmul_benchmark"
 
 def test_integer_and_float_answers_are_both_accepted(grade):
     assert grade(A, "matmul_flops", LocalFunction(lambda B, i, o: float(2 * B * i * o))).score == 1
-    assert grade(A, "matmul_bytes", LocalFunction(lambda B, i, o, s: np.int64((B * i + o * i + B * o) * s))).score == 1
+    assert (
+        grade(
+            A, "matmul_bytes", LocalFunction(lambda B, i, o, s: np.int64((B * i + o * i + B * o) * s))
+        ).score
+        == 1
+    )
 
 
 # ------------------------------------------------------------------------------- formulas
@@ -42,7 +47,11 @@ WRONG_FORMULAS = {
         (lambda B, i, o, s: o * i * s, (), "only the weights"),
     ],
     "arithmetic_intensity": [
-        (lambda B, i, o, s: B * i * o / ref.matmul_bytes(B, i, o, s), ("flops-missing-factor-2",), "factor 2"),
+        (
+            lambda B, i, o, s: B * i * o / ref.matmul_bytes(B, i, o, s),
+            ("flops-missing-factor-2",),
+            "factor 2",
+        ),
         (lambda B, i, o, s: ref.matmul_bytes(B, i, o, s) / ref.matmul_flops(B, i, o), (), "bytes per flop"),
         (lambda B, i, o, s: ref.matmul_flops(B, i, o) / (B * i + o * i + B * o), (), "per element"),
         (lambda B, i, o, s: ref.matmul_flops(B, i, o) / ((B * i + B * o) * s), (), "weights"),
@@ -65,7 +74,9 @@ WRONG_FORMULAS = {
 }
 
 
-@pytest.mark.parametrize("part, index", [(part, i) for part, models in WRONG_FORMULAS.items() for i in range(len(models))])
+@pytest.mark.parametrize(
+    "part, index", [(part, i) for part, models in WRONG_FORMULAS.items() for i in range(len(models))]
+)
 @pytest.mark.parametrize("seed", [0, 3])
 def test_wrong_formulas_score_zero_with_their_code(grade, part, index, seed):
     function, codes, text = WRONG_FORMULAS[part][index]
@@ -74,13 +85,16 @@ def test_wrong_formulas_score_zero_with_their_code(grade, part, index, seed):
 
 @pytest.mark.parametrize("seed", range(5))
 def test_roofline_off_by_one_at_the_ridge_point_gets_half(grade, seed):
-    result = grade(A, "roofline_bound", LocalFunction(lambda I, P, BW: "memory" if I <= P / BW else "compute"), seed)
+    result = grade(
+        A, "roofline_bound", LocalFunction(lambda I, P, BW: "memory" if I <= P / BW else "compute"), seed
+    )
     assert result.status == Status.PARTIAL and result.score == 0.5 and "ridge point" in result.feedback
 
 
 @pytest.mark.parametrize("seed", range(10))
 def test_roofline_cases_cover_both_regimes_and_the_ridge(ctx_for, seed):
     from grader.checks.benchmark import roofline_cases
+
     cases = roofline_cases(ctx_for(A, "roofline_bound", seed).rng)
     answers = [ref.roofline_bound(*case) for case in cases]
     assert {"memory", "compute"} <= set(answers)
@@ -88,6 +102,7 @@ def test_roofline_cases_cover_both_regimes_and_the_ridge(ctx_for, seed):
 
 
 # ------------------------------------------------------------------------------- time_op
+
 
 def no_warmup(fn, warmup, repeat, timer, sync):
     return ref.time_op(fn, 0, repeat, timer, sync)
@@ -104,6 +119,7 @@ def never_sync(fn, warmup, repeat, timer, sync):
 def timed_runs(summary=statistics.median, sync_before_start: bool = True, sync_before_end: bool = True):
     """A time_op that runs the warm-up, times each run separately (calling sync only where asked) and
     returns `summary` of the per-run times."""
+
     def timing(fn, warmup, repeat, timer, sync):
         for _ in range(warmup):
             fn()
@@ -117,6 +133,7 @@ def timed_runs(summary=statistics.median, sync_before_start: bool = True, sync_b
                 sync()
             times.append(timer() - start)
         return float(summary(times))
+
     return timing
 
 
@@ -176,9 +193,16 @@ def test_one_middle_value_for_an_even_repeat_gets_half(grade, seed):
 def test_scenarios_separate_the_right_median_from_each_targeted_mistake(ctx_for, seed):
     """The warm-up, outlier, asynchronous and even-repeat scenarios each expose their mistakes by a wide margin."""
     warm, outlier, asynchronous, even = scenarios(ctx_for(A, "time_op", seed).rng)
-    targeted = [(warm, no_warmup), (warm, warmup_timed), (outlier, timed_runs(np.mean)), (outlier, timed_runs(min)),
-                (asynchronous, never_sync), (asynchronous, timed_runs(sync_before_start=False)),
-                (asynchronous, timed_runs(sync_before_end=False)), (even, timed_runs(lambda t: sorted(t)[len(t) // 2]))]
+    targeted = [
+        (warm, no_warmup),
+        (warm, warmup_timed),
+        (outlier, timed_runs(np.mean)),
+        (outlier, timed_runs(min)),
+        (asynchronous, never_sync),
+        (asynchronous, timed_runs(sync_before_start=False)),
+        (asynchronous, timed_runs(sync_before_end=False)),
+        (even, timed_runs(lambda t: sorted(t)[len(t) // 2])),
+    ]
     for scenario, mistake in targeted:
         right, wrong = scenario.replay(ref.time_op), scenario.replay(mistake)
         assert abs(wrong - right) > 1e-3 * right, (scenario.about, mistake)
@@ -187,6 +211,7 @@ def test_scenarios_separate_the_right_median_from_each_targeted_mistake(ctx_for,
 
 def test_time_op_arguments_are_data(ctx_for):
     from grader import codec
+
     scenario = scenarios(ctx_for(A, "time_op", 0).rng)[0]
     arguments = scenario.arguments()
     assert codec.roundtrip(arguments) == arguments
@@ -194,16 +219,20 @@ def test_time_op_arguments_are_data(ctx_for):
 
 # ------------------------------------------------------------------------------- hostile answers
 
+
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), True, "536870912", [1.0]])
 def test_non_numbers_and_non_finite_numbers_score_zero(grade, value):
     assert_zero(grade(A, "matmul_flops", LocalFunction(lambda *args: value)))
 
 
-@pytest.mark.parametrize("part, function", [
-    ("arithmetic_intensity", lambda B, i, o, s: np.float32(ref.arithmetic_intensity(B, i, o, s))),
-    ("achieved_flops", lambda B, i, o, t: np.float32(ref.achieved_flops(B, i, o, t))),
-    ("time_op", lambda *args: np.float32(ref.time_op(*args))),
-])
+@pytest.mark.parametrize(
+    "part, function",
+    [
+        ("arithmetic_intensity", lambda B, i, o, s: np.float32(ref.arithmetic_intensity(B, i, o, s))),
+        ("achieved_flops", lambda B, i, o, t: np.float32(ref.achieved_flops(B, i, o, t))),
+        ("time_op", lambda *args: np.float32(ref.time_op(*args))),
+    ],
+)
 def test_numbers_right_only_to_float32_precision_are_named_as_such(grade, part, function):
     result = grade(A, part, LocalFunction(function, part))
     assert_zero(result, text="as if computed in float32")

@@ -12,8 +12,18 @@ import pytest
 
 from grader import reference
 from grader.checks.base import WrongAnswer
-from grader.checks.common import (CallWording, call_student, call_text, compare_array, distinct_sizes,
-                                  first_difference, first_differing_index, known_mistake, reject_float32, same)
+from grader.checks.common import (
+    CallWording,
+    call_student,
+    call_text,
+    compare_array,
+    distinct_sizes,
+    first_difference,
+    first_differing_index,
+    known_mistake,
+    reject_float32,
+    same,
+)
 from grader.checks.values import as_int, describe
 from grader.course import load_course
 from grader.reference.validation import float_array, positive_int, positive_number, whole_number
@@ -22,17 +32,34 @@ from grader.student import LocalFunction, StudentRaised, local_value
 
 from conftest import assert_full_marks, assert_zero
 
-REFERENCES = {"01_shapes": reference.shapes, "02_parameters": reference.parameters,
-              "03_gradients": reference.gradients, "04_tensor_parallel": reference.tensor_parallel,
-              "05_matmul_benchmark": reference.benchmark}
-SEEDS = {"01_shapes": 30, "02_parameters": 30, "03_gradients": 12, "04_tensor_parallel": 15,
-         "05_matmul_benchmark": 15}
+REFERENCES = {
+    "01_shapes": reference.shapes,
+    "02_parameters": reference.parameters,
+    "03_gradients": reference.gradients,
+    "04_tensor_parallel": reference.tensor_parallel,
+    "05_matmul_benchmark": reference.benchmark,
+}
+SEEDS = {
+    "01_shapes": 30,
+    "02_parameters": 30,
+    "03_gradients": 12,
+    "04_tensor_parallel": 15,
+    "05_matmul_benchmark": 15,
+}
 # In these assignments an exception in student code is reported as an error, elsewhere as a failed part.
 ERRORS_REPORTED_AS_ERRORS = {"04_tensor_parallel", "05_matmul_benchmark"}
-FUNCTION_PARTS = [(assignment.id, part.id) for assignment in load_course().assignments
-                  for part in assignment.parts if part.kind == "function"]
-ANSWER_PARTS = [(assignment.id, part) for assignment in load_course().assignments
-                for part in assignment.parts if part.kind in ("value", "symbolic")]
+FUNCTION_PARTS = [
+    (assignment.id, part.id)
+    for assignment in load_course().assignments
+    for part in assignment.parts
+    if part.kind == "function"
+]
+ANSWER_PARTS = [
+    (assignment.id, part)
+    for assignment in load_course().assignments
+    for part in assignment.parts
+    if part.kind in ("value", "symbolic")
+]
 
 
 def student(function, part: str) -> LocalFunction:
@@ -41,7 +68,10 @@ def student(function, part: str) -> LocalFunction:
 
 # ------------------------------------------------------------------------------------ contract
 
-@pytest.mark.parametrize("assignment, part, seed", [(a, p, seed) for a, p in FUNCTION_PARTS for seed in range(SEEDS[a])])
+
+@pytest.mark.parametrize(
+    "assignment, part, seed", [(a, p, seed) for a, p in FUNCTION_PARTS for seed in range(SEEDS[a])]
+)
 def test_reference_gets_full_marks(grade, assignment, part, seed):
     assert_full_marks(grade(assignment, part, student(getattr(REFERENCES[assignment], part), part), seed))
 
@@ -56,6 +86,7 @@ def test_hostile_return_values_score_zero(grade, assignment, part, hostile_value
 def test_stubs_are_reported_as_not_implemented(grade, assignment, part):
     def stub(*args):
         raise NotImplementedError("fill in this function")
+
     result = grade(assignment, part, student(stub, part))
     assert_zero(result, "not-implemented", text="not implemented")
     assert result.status == Status.FAILED and result.misconceptions == ("not-implemented",)
@@ -64,15 +95,19 @@ def test_stubs_are_reported_as_not_implemented(grade, assignment, part):
 @pytest.mark.parametrize("assignment, part", ANSWER_PARTS, ids=[part.id for _, part in ANSWER_PARTS])
 def test_unanswered_values_are_reported_as_not_implemented(grade, assignment, part):
     result = grade(assignment, part.id, local_value(None))
-    assert result.status == Status.FAILED and result.score == 0 and result.misconceptions == ("not-implemented",)
-    assert result.feedback.startswith(f"Task {part.task} is not answered yet: `{part.name}` is still None."), \
-        result.feedback
+    assert (
+        result.status == Status.FAILED and result.score == 0 and result.misconceptions == ("not-implemented",)
+    )
+    assert result.feedback.startswith(
+        f"Task {part.task} is not answered yet: `{part.name}` is still None."
+    ), result.feedback
 
 
 @pytest.mark.parametrize("assignment, part", FUNCTION_PARTS)
 def test_exceptions_are_reported_without_crashing(grade, assignment, part):
     def broken(*args):
         raise ZeroDivisionError("shapes do not align")
+
     result = grade(assignment, part, student(broken, part))
     assert_zero(result, text="ZeroDivisionError: shapes do not align")
     expected = Status.ERROR if assignment in ERRORS_REPORTED_AS_ERRORS else Status.FAILED
@@ -80,6 +115,7 @@ def test_exceptions_are_reported_without_crashing(grade, assignment, part):
 
 
 # --------------------------------------------------------------------------------- call_student
+
 
 def wrong_feedback(call) -> str:
     with pytest.raises(WrongAnswer) as caught:
@@ -101,7 +137,10 @@ def test_call_student_words_errors_mutations_and_returned_inputs():
         return X.sum()
 
     raised = wrong_feedback(lambda: call_student(student(lambda X, n: 1 / 0, "f"), (X, 73), ("X", "n")))
-    assert raised.startswith("Calling `f` with X of shape (7, 3), n=73 failed:") and "ZeroDivisionError" in raised
+    assert (
+        raised.startswith("Calling `f` with X of shape (7, 3), n=73 failed:")
+        and "ZeroDivisionError" in raised
+    )
     mutated = wrong_feedback(lambda: call_student(student(mutate, "f"), (X, 1), ("X", "n")))
     assert "`f` modified its input X in place" in mutated
     returned = wrong_feedback(lambda: call_student(student(lambda X, n: X, "f"), (X, 1), ("X", "n")))
@@ -119,13 +158,17 @@ def test_call_wording_can_reword_or_let_cases_through():
     def mutate(X):
         X[0] = 5.0
         return 0.0
-    assert wrong_feedback(lambda: call_student(student(mutate, "f"), (X,), ("X",), wording)) == \
-        "f changed X (X of shape (7,))"
+
+    assert (
+        wrong_feedback(lambda: call_student(student(mutate, "f"), (X,), ("X",), wording))
+        == "f changed X (X of shape (7,))"
+    )
 
 
 def test_call_student_lets_not_implemented_through_whatever_the_wording():
     def stub(X):
         raise NotImplementedError
+
     with pytest.raises(StudentRaised) as caught:
         call_student(student(stub, "f"), (np.ones(1),), ("X",))
     assert caught.value.not_implemented
@@ -138,6 +181,7 @@ def test_call_text_shows_a_call_as_typed():
 
 # ------------------------------------------------------------------------------ comparing answers
 
+
 def test_same_compares_arrays_numbers_none_and_lists():
     a = np.array([1.0, 2.0])
     assert same(a + 1e-12, a) and not same(a + 1e-3, a) and not same([a], a)
@@ -147,8 +191,12 @@ def test_same_compares_arrays_numbers_none_and_lists():
 
 def test_known_mistake_names_the_first_matching_model_that_differs_from_the_answer():
     expected = np.array([1.0, 2.0])
-    models = [(None, "skipped"), (expected, "equal to the answer, never named"), (expected * 2, "doubled", "code-a"),
-              (expected * 2, "second doubled")]
+    models = [
+        (None, "skipped"),
+        (expected, "equal to the answer, never named"),
+        (expected * 2, "doubled", "code-a"),
+        (expected * 2, "second doubled"),
+    ]
     assert known_mistake(expected * 2, expected, models) == ("doubled", ("code-a",))
     assert known_mistake(expected, expected, models) is None
     assert known_mistake(expected * 3, expected, models) is None
@@ -167,18 +215,33 @@ def test_first_difference_reports_one_entry_and_its_index():
 def test_compare_array_prefers_a_named_model_over_the_generic_feedback():
     expected = np.arange(7.0)
     compare_array(expected.tolist(), expected, "the output", "For x")
-    named = wrong_feedback(lambda: compare_array(expected * 2, expected, "the output", "For x",
-                                                 [(expected * 2, "it is doubled.")]))
+    named = wrong_feedback(
+        lambda: compare_array(
+            expected * 2, expected, "the output", "For x", [(expected * 2, "it is doubled.")]
+        )
+    )
     assert named == "For x: it is doubled."
-    assert "shape (1, 7)" in wrong_feedback(lambda: compare_array(expected[None], expected, "the output", "For x"))
-    assert "float32" in wrong_feedback(lambda: compare_array(expected + 1e-5, expected, "the output", "For x"))
+    assert "shape (1, 7)" in wrong_feedback(
+        lambda: compare_array(expected[None], expected, "the output", "For x")
+    )
+    assert "float32" in wrong_feedback(
+        lambda: compare_array(expected + 1e-5, expected, "the output", "For x")
+    )
     assert "NaN" in wrong_feedback(lambda: compare_array(expected * np.nan, expected, "the output", "For x"))
 
 
 def test_a_scalar_model_is_compared_as_an_array():
     with pytest.raises(WrongAnswer) as caught:
-        compare_array(6.0, np.array([1.0, 2.0]), "the output", "For x", [(np.float64(6.0), "summed.", "layer-is-one-neuron")])
-    assert caught.value.feedback == "For x: summed." and caught.value.misconceptions == ("layer-is-one-neuron",)
+        compare_array(
+            6.0,
+            np.array([1.0, 2.0]),
+            "the output",
+            "For x",
+            [(np.float64(6.0), "summed.", "layer-is-one-neuron")],
+        )
+    assert caught.value.feedback == "For x: summed." and caught.value.misconceptions == (
+        "layer-is-one-neuron",
+    )
 
 
 def test_reject_float32_names_only_float32_rounding():
@@ -208,6 +271,7 @@ def test_distinct_sizes_differ_pairwise_and_stay_in_range(seed):
 
 # ------------------------------------------------------------------------- reference validation
 
+
 @pytest.mark.parametrize("value", [True, 0, -3, 2.0, "4", None])
 def test_positive_int_refuses_with_the_argument_name(value):
     with pytest.raises(ValueError, match="d_out must be a positive integer"):
@@ -220,14 +284,20 @@ def test_validators_accept_clean_values():
     assert float_array([[1, 2]], "W", (2,)).dtype == np.float64
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: whole_number(-1, "input_shape[0]", minimum=0), r"input_shape\[0\] must be a non-negative int"),
-    (lambda: positive_number(float("inf"), "seconds"), "seconds must be a finite positive number"),
-    (lambda: positive_number(True, "seconds"), "seconds must be a positive number"),
-    (lambda: float_array(np.ones(3), "W", (2,)), "W must be 2-D"),
-    (lambda: float_array([1.0, float("nan")], "b"), "b contains NaN"),
-    (lambda: float_array([[1.0], [1.0, 2.0]], "X"), "X must be an array of real numbers"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda: whole_number(-1, "input_shape[0]", minimum=0),
+            r"input_shape\[0\] must be a non-negative int",
+        ),
+        (lambda: positive_number(float("inf"), "seconds"), "seconds must be a finite positive number"),
+        (lambda: positive_number(True, "seconds"), "seconds must be a positive number"),
+        (lambda: float_array(np.ones(3), "W", (2,)), "W must be 2-D"),
+        (lambda: float_array([1.0, float("nan")], "b"), "b contains NaN"),
+        (lambda: float_array([[1.0], [1.0, 2.0]], "X"), "X must be an array of real numbers"),
+    ],
+)
 def test_validators_name_what_was_wrong(call, message):
     with pytest.raises(ValueError, match=message):
         call()

@@ -38,7 +38,9 @@ def assert_zero(result, *codes):
 
 
 def test_every_symbolic_part_of_the_course_is_described():
-    symbolic_parts = {f"{a.id}.{p.id}": p for a in COURSE.assignments for p in a.parts if p.kind == "symbolic"}
+    symbolic_parts = {
+        f"{a.id}.{p.id}": p for a in COURSE.assignments for p in a.parts if p.kind == "symbolic"
+    }
     assert set(symbolic_parts) == set(SYMBOLIC_PARTS)
     for key, spec in SYMBOLIC_PARTS.items():
         assert spec.variable == symbolic_parts[key].name
@@ -54,20 +56,38 @@ def test_model_answers_get_full_marks(key):
 
 
 EQUIVALENT_FORMS = {
-    "02_parameters.params_formula": ["d_in*d_out + d_out", "(d_in+1)*d_out", "d_out + d_in*d_out",
-                                     "d_out*(d_in + 1.0)", "(d_in*d_out**2 + d_out**2)/d_out"],
-    "02_parameters.doubling_ratio": ["(4*d**2 + 2*d)/(d**2 + d)", "((2*d)**2 + 2*d)/(d**2 + d)",
-                                     "(4*d + 2)/(d + 1)", "4 - 2/(d + 1)"],
+    "02_parameters.params_formula": [
+        "d_in*d_out + d_out",
+        "(d_in+1)*d_out",
+        "d_out + d_in*d_out",
+        "d_out*(d_in + 1.0)",
+        "(d_in*d_out**2 + d_out**2)/d_out",
+    ],
+    "02_parameters.doubling_ratio": [
+        "(4*d**2 + 2*d)/(d**2 + d)",
+        "((2*d)**2 + 2*d)/(d**2 + d)",
+        "(4*d + 2)/(d + 1)",
+        "4 - 2/(d + 1)",
+    ],
     "03_gradients.grad_W_expr": ["G.T@X", "(X.T*G).T", "(X.T@G).T", "2*G.T*X/2", "G.T*X*B/B"],
     "03_gradients.grad_X_expr": ["G@W", "(W.T*G.T).T", "G*W + 0*G*W"],
     "03_gradients.grad_b_expr": ["G.T@ones", "(ones.T*G).T", "ones.T@G", "G.T*ones*(ones.T*ones)/B"],
-    "04_tensor_parallel.all_reduce_volume": ["2*B*d_out*(p - 1)/p", "2*B*d_out - 2*B*d_out/p",
-                                             "2*(1 - 1/p)*B*d_out"],
-    "05_matmul_benchmark.flops_formula": ["B*d_in*d_out*2", "2*(B*d_in)*d_out", "d_out*d_in*B + B*d_in*d_out"],
+    "04_tensor_parallel.all_reduce_volume": [
+        "2*B*d_out*(p - 1)/p",
+        "2*B*d_out - 2*B*d_out/p",
+        "2*(1 - 1/p)*B*d_out",
+    ],
+    "05_matmul_benchmark.flops_formula": [
+        "B*d_in*d_out*2",
+        "2*(B*d_in)*d_out",
+        "d_out*d_in*B + B*d_in*d_out",
+    ],
 }
 
 
-@pytest.mark.parametrize("key, text", [(key, text) for key, forms in EQUIVALENT_FORMS.items() for text in forms])
+@pytest.mark.parametrize(
+    "key, text", [(key, text) for key, forms in EQUIVALENT_FORMS.items() for text in forms]
+)
 def test_equivalent_forms_get_full_marks(key, text):
     assert_full(grade(key, text))
 
@@ -150,9 +170,16 @@ def test_wrong_operand_feedback_names_the_mismatch():
     assert "5x7 times 5x3" in result.feedback
 
 
-@pytest.mark.parametrize("key, text", [("03_gradients.grad_W_expr", "X*G"), ("03_gradients.grad_W_expr", "G*X"),
-                                       ("03_gradients.grad_X_expr", "G*W.T"), ("03_gradients.grad_b_expr", "ones*G"),
-                                       ("03_gradients.grad_b_expr", "G*ones")])
+@pytest.mark.parametrize(
+    "key, text",
+    [
+        ("03_gradients.grad_W_expr", "X*G"),
+        ("03_gradients.grad_W_expr", "G*X"),
+        ("03_gradients.grad_X_expr", "G*W.T"),
+        ("03_gradients.grad_b_expr", "ones*G"),
+        ("03_gradients.grad_b_expr", "G*ones"),
+    ],
+)
 def test_right_matrices_in_a_shape_mismatch_are_not_called_the_wrong_operand(key, text):
     result = grade(key, text)
     assert_zero(result)
@@ -212,9 +239,13 @@ def test_hostile_answers_score_zero_with_a_reason(key, label):
 
 def test_grading_through_course_and_codec():
     assignment = COURSE.assignment("03_gradients")
-    result = grade_part(assignment, assignment.part("grad_W_expr"), local_value("G.T*X"), "student-1", "secret")
+    result = grade_part(
+        assignment, assignment.part("grad_W_expr"), local_value("G.T*X"), "student-1", "secret"
+    )
     assert_full(result)
-    result = grade_part(assignment, assignment.part("grad_W_expr"), local_value(sympy.Symbol("G")), "s", "secret")
+    result = grade_part(
+        assignment, assignment.part("grad_W_expr"), local_value(sympy.Symbol("G")), "s", "secret"
+    )
     assert_zero(result)
     assert "string" in result.feedback
 
@@ -222,4 +253,5 @@ def test_grading_through_course_and_codec():
 def test_answer_length_limit_matches_the_parser():
     from grader import symbolic
     from grader.checks import formulas
+
     assert formulas.MAX_ANSWER_LENGTH == symbolic.MAX_LENGTH

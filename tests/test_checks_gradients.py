@@ -22,7 +22,9 @@ PARTS = ["linear_backward", "numerical_gradient", "rel_error"]
 
 def grade(part_id: str, function, seed: int = 0):
     """Grade a plain Python function as the student's answer to 03_gradients.`part_id`."""
-    return run_check(make_ctx("03_gradients", part_id, seed), LocalFunction(function, ASSIGNMENT.part(part_id).name))
+    return run_check(
+        make_ctx("03_gradients", part_id, seed), LocalFunction(function, ASSIGNMENT.part(part_id).name)
+    )
 
 
 def test_inputs_differ_between_students():
@@ -51,6 +53,7 @@ def test_linear_backward_tries_awkward_shapes():
 
 
 # linear_backward: the usual mistakes.
+
 
 def dW_transposed(G, X, W):
     return G @ W, X.T @ G, G.sum(axis=0)
@@ -90,16 +93,19 @@ def dX_transposed_only_when_square(G, X, W):
     return (dX.T if W.shape[0] == W.shape[1] == 3 else dX), dW, db
 
 
-@pytest.mark.parametrize("function, codes, text", [
-    (dW_transposed, ["grad-transposed"], "transpose"),
-    (dX_with_W_transposed, ["grad-wrong-operand"], "W.T"),
-    (dX_transposed, ["grad-transposed"], "transpose"),
-    (db_not_summed, ["bias-grad-not-summed"], "G itself"),
-    (db_mean, ["bias-grad-not-summed"], "averages"),
-    (db_wrong_axis, [], "axis 0"),
-    (dW_mean, [], "batch size"),
-    (mutates_G, [], "changed its input G"),
-])
+@pytest.mark.parametrize(
+    "function, codes, text",
+    [
+        (dW_transposed, ["grad-transposed"], "transpose"),
+        (dX_with_W_transposed, ["grad-wrong-operand"], "W.T"),
+        (dX_transposed, ["grad-transposed"], "transpose"),
+        (db_not_summed, ["bias-grad-not-summed"], "G itself"),
+        (db_mean, ["bias-grad-not-summed"], "averages"),
+        (db_wrong_axis, [], "axis 0"),
+        (dW_mean, [], "batch size"),
+        (mutates_G, [], "changed its input G"),
+    ],
+)
 def test_linear_backward_mistakes_are_named(function, codes, text):
     assert_zero(grade("linear_backward", function), *codes, text=text)
 
@@ -108,6 +114,7 @@ def test_transposed_dW_on_a_non_square_layer_is_named_by_shape():
     def transposed_unless_square(G, X, W):
         dX, dW, db = ref.linear_backward(G, X, W)
         return dX, (dW if W.shape[0] == W.shape[1] else dW.T), db
+
     result = grade("linear_backward", transposed_unless_square)
     assert_zero(result, "grad-transposed", text="shape")
 
@@ -120,6 +127,7 @@ def test_keepdims_bias_gets_partial_marks():
     def keepdims(G, X, W):
         dX, dW, _ = ref.linear_backward(G, X, W)
         return dX, dW, G.sum(axis=0, keepdims=True)
+
     result = grade("linear_backward", keepdims)
     assert result.status == Status.PARTIAL and result.score == pytest.approx(result.max_score / 2)
 
@@ -127,6 +135,7 @@ def test_keepdims_bias_gets_partial_marks():
 def test_shape_errors_in_student_code_name_the_input_shapes():
     def wrong_product(G, X, W):
         return G @ W.T, G.T @ X, G.sum(axis=0)
+
     for seed in range(3):
         result = grade("linear_backward", wrong_product, seed)
         assert_zero(result)
@@ -152,11 +161,13 @@ def test_wrong_values_report_a_first_difference_only():
         dW = dW.copy()
         dW[0, 0] += 1
         return dX, dW, db
+
     result = grade("linear_backward", off_by_one)
     assert_zero(result, text="at index (0, 0)")
 
 
 # numerical_gradient.
+
 
 def forward_difference(f, x, h=1e-5):
     x = np.array(x, dtype=float)
@@ -199,13 +210,16 @@ def too_coarse(f, x):
     return ref.numerical_gradient(f, x, h=0.5)
 
 
-@pytest.mark.parametrize("function, text", [
-    (forward_difference, "forward"),
-    (backward_difference, "backward"),
-    (perturbs_x_in_place, "changed its input x"),
-    (flattened, "shape"),
-    (too_coarse, "too large a step"),
-])
+@pytest.mark.parametrize(
+    "function, text",
+    [
+        (forward_difference, "forward"),
+        (backward_difference, "backward"),
+        (perturbs_x_in_place, "changed its input x"),
+        (flattened, "shape"),
+        (too_coarse, "too large a step"),
+    ],
+)
 def test_numerical_gradient_mistakes_are_explained(function, text):
     assert_zero(grade("numerical_gradient", function), text=text)
 
@@ -214,15 +228,18 @@ def test_numerical_gradient_mistakes_are_explained(function, text):
 def test_reasonable_central_steps_pass(h):
     def central(f, x):
         return ref.numerical_gradient(f, x, h=h)
+
     assert grade("numerical_gradient", central).status == Status.PASSED
 
 
 def test_forward_difference_error_is_far_outside_the_tolerance():
     from grader.checks.gradients import _quadratic
+
     rng = np.random.default_rng(0)
     for shape in ((7,), (3, 4)):
         spec = _quadratic(rng, shape)
         from grader import fakes
+
         loss = fakes.materialise(spec)
         x = rng.uniform(-2, 2, size=shape)
         error = np.max(np.abs(forward_difference(loss, x) - loss.gradient(x)))
@@ -233,6 +250,7 @@ def test_numerical_gradient_returning_x_itself_is_caught():
     def returns_x(f, x):
         x[...] = ref.numerical_gradient(f, x)
         return x
+
     assert_zero(grade("numerical_gradient", returns_x))
 
 
@@ -248,6 +266,7 @@ def test_numerical_gradient_receives_callable_losses():
 
 
 # rel_error.
+
 
 def absolute_error(a, b):
     return float(np.max(np.abs(a - b)))
@@ -279,15 +298,18 @@ def mutating(a, b):
     return float(np.max(np.abs(a)))
 
 
-@pytest.mark.parametrize("function, text", [
-    (absolute_error, "absolute error"),
-    (mean_relative, "averages"),
-    (one_sided, "symmetric"),
-    (unguarded, "both entries are 0"),
-    (global_ratio, "entry by entry"),
-    (elementwise_array, "one number"),
-    (mutating, "changed its input a"),
-])
+@pytest.mark.parametrize(
+    "function, text",
+    [
+        (absolute_error, "absolute error"),
+        (mean_relative, "averages"),
+        (one_sided, "symmetric"),
+        (unguarded, "both entries are 0"),
+        (global_ratio, "entry by entry"),
+        (elementwise_array, "one number"),
+        (mutating, "changed its input a"),
+    ],
+)
 def test_rel_error_mistakes_are_explained(function, text):
     assert_zero(grade("rel_error", function), text=text)
 
@@ -295,10 +317,12 @@ def test_rel_error_mistakes_are_explained(function, text):
 def test_common_floor_variant_is_accepted():
     def floor_1e8(a, b):
         return float(np.max(np.abs(a - b) / np.maximum(1e-8, np.abs(a) + np.abs(b))))
+
     assert grade("rel_error", floor_1e8).status == Status.PASSED
 
 
 # Hostile and unfinished answers.
+
 
 def stub(*args):
     raise NotImplementedError("Task 3.4: compute dX, dW and db")
@@ -335,6 +359,7 @@ def test_hostile_results_score_zero(part, label):
 def test_raising_code_scores_zero(part, error):
     def raises(*args):
         raise error
+
     assert_zero(grade(part, raises))
 
 

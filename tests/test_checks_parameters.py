@@ -100,15 +100,23 @@ WRONG_FUNCTIONS = [
     ("output_activations", activations_per_observation, (), "one observation"),
     ("output_activations", lambda batch, d_out: 2 * batch * d_out, (), "two operations"),
     ("training_memory_bytes", memory_weights_only, ("params-determine-memory",), "gradient"),
-    ("training_memory_bytes", memory_without_optimizer_state, ("params-determine-memory",), "optimizer state"),
+    (
+        "training_memory_bytes",
+        memory_without_optimizer_state,
+        ("params-determine-memory",),
+        "optimizer state",
+    ),
     ("training_memory_bytes", memory_always_adam, (), "buffer"),
     ("training_memory_bytes", memory_in_values, (), "bytes_per_value"),
     ("training_memory_bytes", memory_without_defaults, (), "missing"),
 ]
 
 
-@pytest.mark.parametrize("part, function, codes, text", WRONG_FUNCTIONS,
-                         ids=[f"{p}-{getattr(f, '__name__', 'fn')}-{i}" for i, (p, f, _, _) in enumerate(WRONG_FUNCTIONS)])
+@pytest.mark.parametrize(
+    "part, function, codes, text",
+    WRONG_FUNCTIONS,
+    ids=[f"{p}-{getattr(f, '__name__', 'fn')}-{i}" for i, (p, f, _, _) in enumerate(WRONG_FUNCTIONS)],
+)
 @pytest.mark.parametrize("seed", [0, 7])
 def test_wrong_models_score_zero_with_their_code(grade, part, function, codes, text, seed):
     assert_zero(grade(A, part, LocalFunction(function, part), seed), *codes, text=text)
@@ -124,6 +132,7 @@ def test_a_count_that_is_off_names_the_layer(grade):
         counts = ref.count_parameters(widths, bias)
         counts[1] += 1
         return counts
+
     assert_zero(grade(A, "count_parameters", LocalFunction(off_by_one)), text="layer 2 (20 -> 5)")
 
 

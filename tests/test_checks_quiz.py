@@ -52,23 +52,26 @@ def test_a_constant_answer_earns_little(grade, constant):
     assert result.score <= 0.6
 
 
-@pytest.mark.parametrize("answer, text", [
-    (None, "not answered yet"),
-    ([True] * 10, "should be a dict"),
-    ("TFTFFFTFFT", "should be a dict"),
-    ({str(number): truth for number, truth in TRUTH.items()}, "without quotes"),
-    ({float(number): truth for number, truth in TRUTH.items()}, "as integers"),
-    ({number: truth for number, truth in TRUTH.items() if number != 7}, "statement 7"),
-    ({number: truth for number, truth in TRUTH.items() if number > 2}, "statements 1, 2"),
-    ({**TRUTH, 11: True}, "not statement numbers: 11"),
-    ({**TRUTH, 0: False}, "not statement numbers: 0"),
-    ({**TRUTH, 3: "True"}, "the string 'True'"),
-    ({**TRUTH, 3: "false "}, "boolean False"),
-    ({**TRUTH, 5: 1}, "not 1 or 0"),
-    ({**TRUTH, 5: None}, "statement 5 should be marked true or false"),
-    ({**TRUTH, 6: [False]}, "statement 6"),
-    ({number: truth for number, truth in enumerate(range(5000))}, "not statement numbers"),
-])
+@pytest.mark.parametrize(
+    "answer, text",
+    [
+        (None, "not answered yet"),
+        ([True] * 10, "should be a dict"),
+        ("TFTFFFTFFT", "should be a dict"),
+        ({str(number): truth for number, truth in TRUTH.items()}, "without quotes"),
+        ({float(number): truth for number, truth in TRUTH.items()}, "as integers"),
+        ({number: truth for number, truth in TRUTH.items() if number != 7}, "statement 7"),
+        ({number: truth for number, truth in TRUTH.items() if number > 2}, "statements 1, 2"),
+        ({**TRUTH, 11: True}, "not statement numbers: 11"),
+        ({**TRUTH, 0: False}, "not statement numbers: 0"),
+        ({**TRUTH, 3: "True"}, "the string 'True'"),
+        ({**TRUTH, 3: "false "}, "boolean False"),
+        ({**TRUTH, 5: 1}, "not 1 or 0"),
+        ({**TRUTH, 5: None}, "statement 5 should be marked true or false"),
+        ({**TRUTH, 6: [False]}, "statement 6"),
+        ({number: truth for number, truth in enumerate(range(5000))}, "not statement numbers"),
+    ],
+)
 def test_malformed_answers_score_zero_with_a_reason(grade, answer, text):
     result = grade_quiz(grade, answer)
     assert result.score == 0 and result.status == Status.FAILED

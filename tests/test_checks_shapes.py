@@ -15,12 +15,26 @@ from grader.student import LocalFunction, local_value
 from conftest import assert_zero
 
 A = "01_shapes"
-FUNCTION_PARTS = ["layer_shapes", "linear_forward", "relu", "to_torch_linear", "find_mismatch", "collapse_affine"]
+FUNCTION_PARTS = [
+    "layer_shapes",
+    "linear_forward",
+    "relu",
+    "to_torch_linear",
+    "find_mismatch",
+    "collapse_affine",
+]
 
 
-@pytest.mark.parametrize("part, value", [("z2_by_hand", 1.5), ("z2_by_hand", np.float64(1.5)),
-                                         ("z2_by_hand", np.array([1.5])), ("x2_for_zero_output", 4),
-                                         ("x2_for_zero_output", 4.0 + 1e-12)])
+@pytest.mark.parametrize(
+    "part, value",
+    [
+        ("z2_by_hand", 1.5),
+        ("z2_by_hand", np.float64(1.5)),
+        ("z2_by_hand", np.array([1.5])),
+        ("x2_for_zero_output", 4),
+        ("x2_for_zero_output", 4.0 + 1e-12),
+    ],
+)
 def test_value_parts_accept_the_right_number(grade, part, value):
     result = grade(A, part, local_value(value))
     assert result.status == Status.PASSED and result.score == result.max_score
@@ -28,6 +42,7 @@ def test_value_parts_accept_the_right_number(grade, part, value):
 
 def test_checks_randomise_per_student(ctx_for):
     from grader.checks.shapes import _forward_cases
+
     first = _forward_cases(ctx_for(A, "linear_forward", 1).rng)
     again = _forward_cases(ctx_for(A, "linear_forward", 1).rng)
     other = _forward_cases(ctx_for(A, "linear_forward", 2).rng)
@@ -36,6 +51,7 @@ def test_checks_randomise_per_student(ctx_for):
 
 
 # ------------------------------------------------------------------------------- wrong models
+
 
 def shapes_rows_are_inputs(d_in, d_out, batch=None):
     shapes = ref.layer_shapes(d_in, d_out, batch)
@@ -54,7 +70,12 @@ def shapes_batch_in_weights(d_in, d_out, batch=None):
 
 
 def shapes_one_neuron(d_in, d_out, batch=None):
-    return {"x": (d_in,) if batch is None else (batch, d_in), "W": (d_in,), "b": (), "z": () if batch is None else (batch,)}
+    return {
+        "x": (d_in,) if batch is None else (batch, d_in),
+        "W": (d_in,),
+        "b": (),
+        "z": () if batch is None else (batch,),
+    }
 
 
 def forward_rows_are_inputs(X, W, b):
@@ -188,20 +209,34 @@ WRONG_FUNCTIONS = [
 ]
 
 
-@pytest.mark.parametrize("part, function, codes, text", WRONG_FUNCTIONS,
-                         ids=[f"{p}-{getattr(f, '__name__', 'fn')}-{i}" for i, (p, f, _, _) in enumerate(WRONG_FUNCTIONS)])
+@pytest.mark.parametrize(
+    "part, function, codes, text",
+    WRONG_FUNCTIONS,
+    ids=[f"{p}-{getattr(f, '__name__', 'fn')}-{i}" for i, (p, f, _, _) in enumerate(WRONG_FUNCTIONS)],
+)
 @pytest.mark.parametrize("seed", [0, 5])
 def test_wrong_models_score_zero_with_their_code(grade, part, function, codes, text, seed):
     assert_zero(grade(A, part, LocalFunction(function, part), seed), *codes, text=text)
 
 
-@pytest.mark.parametrize("part, value, codes", [
-    ("z2_by_hand", 2.5, ("missing-bias",)), ("z2_by_hand", -0.75, ("weight-rows-are-inputs",)),
-    ("z2_by_hand", 0.25, ("weight-rows-are-inputs", "missing-bias")), ("z2_by_hand", -1.5, ()),
-    ("z2_by_hand", [2.0, 1.5, -1.5], ()), ("z2_by_hand", 1.5 + 1e-6, ()), ("z2_by_hand", True, ()),
-    ("x2_for_zero_output", 3, ("missing-bias",)), ("x2_for_zero_output", -4, ()), ("x2_for_zero_output", 0, ()),
-    ("x2_for_zero_output", 4.0001, ()), ("x2_for_zero_output", float("nan"), ()), ("x2_for_zero_output", "4", ()),
-])
+@pytest.mark.parametrize(
+    "part, value, codes",
+    [
+        ("z2_by_hand", 2.5, ("missing-bias",)),
+        ("z2_by_hand", -0.75, ("weight-rows-are-inputs",)),
+        ("z2_by_hand", 0.25, ("weight-rows-are-inputs", "missing-bias")),
+        ("z2_by_hand", -1.5, ()),
+        ("z2_by_hand", [2.0, 1.5, -1.5], ()),
+        ("z2_by_hand", 1.5 + 1e-6, ()),
+        ("z2_by_hand", True, ()),
+        ("x2_for_zero_output", 3, ("missing-bias",)),
+        ("x2_for_zero_output", -4, ()),
+        ("x2_for_zero_output", 0, ()),
+        ("x2_for_zero_output", 4.0001, ()),
+        ("x2_for_zero_output", float("nan"), ()),
+        ("x2_for_zero_output", "4", ()),
+    ],
+)
 def test_wrong_values_score_zero(grade, part, value, codes):
     assert_zero(grade(A, part, local_value(value)), *codes)
 
@@ -212,6 +247,7 @@ def test_returning_none_is_not_taken_for_a_belief_about_stacked_layers(grade):
 
 def test_a_batch_size_equal_to_a_layer_size_is_not_blamed_on_the_batch():
     from grader.checks.shapes import _layer_shape_codes
+
     transposed = {"x": (1, 73), "W": (73, 1), "b": (1,), "z": (1, 1)}
     assert _layer_shape_codes(transposed, 73, 1, 1) == ["weight-rows-are-inputs"]
     assert "batch-changes-weights" in _layer_shape_codes({**transposed, "W": (5, 1, 73)}, 73, 1, 5)
@@ -229,6 +265,7 @@ def test_relu_applied_inside_linear_forward_is_called_out(grade):
 
 # ---------------------------------------------------------------------------- hostile answers
 
+
 @pytest.mark.parametrize("part", ["z2_by_hand", "x2_for_zero_output"])
 def test_hostile_values_score_zero(grade, part, hostile_value):
     label, make = hostile_value
@@ -240,6 +277,7 @@ def nan_version(function):
         value = np.array(function(*args), dtype=float)
         value.flat[0] = np.nan
         return value
+
     return answer
 
 
@@ -252,6 +290,7 @@ def test_nan_inside_collapsed_layer_scores_zero(grade):
     def answer(W1, b1, W2, b2):
         W, b = ref.collapse_affine(W1, b1, W2, b2)
         return W, b * np.nan
+
     assert_zero(grade(A, "collapse_affine", LocalFunction(answer)), text="NaN")
 
 
@@ -261,6 +300,7 @@ def test_nan_weights_in_torch_layer_score_zero(grade):
         with torch.no_grad():
             layer.weight[0, 0] = float("nan")
         return layer
+
     assert_zero(grade(A, "to_torch_linear", LocalFunction(answer)), text="NaN")
 
 
@@ -274,6 +314,7 @@ def test_lying_layer_like_object_is_not_a_linear(grade):
         in_features, out_features = 3, 3
         weight = torch.zeros(3, 3)
         bias = None
+
     assert_zero(grade(A, "to_torch_linear", LocalFunction(lambda W, b: FakeLinear())), text="torch.nn.Linear")
 
 
@@ -287,6 +328,7 @@ def test_subclassed_linear_is_not_accepted(grade):
             layer.weight.copy_(torch.tensor(W))
             layer.bias.copy_(torch.tensor(b))
         return layer
+
     assert_zero(grade(A, "to_torch_linear", LocalFunction(answer)))
 
 
@@ -294,6 +336,7 @@ def test_layer_shapes_with_non_int_entries_scores_zero(grade):
     def answer(d_in, d_out, batch=None):
         shapes = ref.layer_shapes(d_in, d_out, batch)
         return {**shapes, "W": (float(d_out), float(d_in))}
+
     assert_zero(grade(A, "layer_shapes", LocalFunction(answer)), text="tuple of integers")
 
 
@@ -302,6 +345,7 @@ def test_layer_shapes_missing_key_is_named(grade):
         shapes = ref.layer_shapes(d_in, d_out, batch)
         del shapes["z"]
         return shapes
+
     assert_zero(grade(A, "layer_shapes", LocalFunction(answer)), text="'z'")
 
 
@@ -310,6 +354,7 @@ def test_linear_forward_feedback_gives_shapes_not_the_whole_answer(grade):
         Z = X @ W.T + b
         Z[..., -1] += 1.0
         return Z
+
     result = grade(A, "linear_forward", LocalFunction(off_by_one))
     assert_zero(result, text="first difference")
     assert "shape" in result.feedback
@@ -318,4 +363,7 @@ def test_linear_forward_feedback_gives_shapes_not_the_whole_answer(grade):
 def test_torch_sizes_are_refused_with_a_way_out(grade):
     def answer(d_in, d_out, batch=None):
         return {key: torch.Size(shape) for key, shape in ref.layer_shapes(d_in, d_out, batch).items()}
-    assert_zero(grade(A, "layer_shapes", LocalFunction(answer)), text="torch.Size. Convert it with tuple(...)")
+
+    assert_zero(
+        grade(A, "layer_shapes", LocalFunction(answer)), text="torch.Size. Convert it with tuple(...)"
+    )

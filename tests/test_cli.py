@@ -23,14 +23,23 @@ def run_cli(capsys, *argv):
     return code, captured.out, captured.err
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda d: d / "absent.ipynb", "file not found"),
-    (lambda d: d, "is not a file"),
-    (lambda d: (d / "notes.ipynb").write_text("these are my notes") and d / "notes.ipynb", "is not a notebook"),
-    (lambda d: (d / "list.ipynb").write_text("[1, 2]") and d / "list.ipynb", "no list of cells"),
-    (lambda d: (d / "bin.ipynb").write_bytes(b"\xff\xfe\x00") and d / "bin.ipynb", "not UTF-8"),
-    (lambda d: write_json(d / "mystery.ipynb", {"cells": [], "nbformat": 4}), "cannot tell which assignment"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda d: d / "absent.ipynb", "file not found"),
+        (lambda d: d, "is not a file"),
+        (
+            lambda d: (d / "notes.ipynb").write_text("these are my notes") and d / "notes.ipynb",
+            "is not a notebook",
+        ),
+        (lambda d: (d / "list.ipynb").write_text("[1, 2]") and d / "list.ipynb", "no list of cells"),
+        (lambda d: (d / "bin.ipynb").write_bytes(b"\xff\xfe\x00") and d / "bin.ipynb", "not UTF-8"),
+        (
+            lambda d: write_json(d / "mystery.ipynb", {"cells": [], "nbformat": 4}),
+            "cannot tell which assignment",
+        ),
+    ],
+)
 def test_check_refuses_unusable_input_with_one_line(tmp_path, capsys, make, message):
     code, out, err = run_cli(capsys, "check", str(make(tmp_path)))
     assert code == 2 and out == ""
@@ -64,27 +73,37 @@ def test_export_without_gradebook_and_autograde_without_submissions(tmp_path, ca
 
 
 def test_commands_are_cheap_to_import():
-    script = ("import sys, grader.cli\n"
-              "for name, (module, _) in grader.cli.COMMANDS.items(): __import__(module)\n"
-              "import grader.demo_class\n"
-              "heavy = [m for m in ('torch', 'nbgrader', 'nbconvert', 'sqlalchemy', 'sympy', 'numpy') if m in sys.modules]\n"
-              "print(heavy)")
+    script = (
+        "import sys, grader.cli\n"
+        "for name, (module, _) in grader.cli.COMMANDS.items(): __import__(module)\n"
+        "import grader.demo_class\n"
+        "heavy = [m for m in ('torch', 'nbgrader', 'nbconvert', 'sqlalchemy', 'sympy', 'numpy') if m in sys.modules]\n"
+        "print(heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.replace("'", '"')) == []
 
 
 def test_module_entry_point_exit_code(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "grader", "check", str(tmp_path / "gone.ipynb")], cwd=REPO,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "grader", "check", str(tmp_path / "gone.ipynb")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2 and "file not found" in out.stderr and "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("text, message", [
-    ("course_id: [\n", "not valid YAML: line 2, column 1"),
-    ("course_id: layers\n", "secret_env: missing required field"),
-    ("- just\n- a list\n", "expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("course_id: [\n", "not valid YAML: line 2, column 1"),
+        ("course_id: layers\n", "secret_env: missing required field"),
+        ("- just\n- a list\n", "expected a mapping"),
+    ],
+)
 @pytest.mark.parametrize("command", [["check", "nb.ipynb"], ["autograde"], ["export", "--csv", "-"]])
 def test_malformed_course_yml_is_a_clear_error_for_every_command(tmp_path, capsys, command, text, message):
     (tmp_path / "course.yml").write_text(text)
@@ -98,6 +117,7 @@ def test_malformed_course_yml_is_a_clear_error_for_every_command(tmp_path, capsy
 def test_demo_refuses_a_malformed_course_yml_before_copying(tmp_path):
     from grader.course import CourseError
     from grader.demo import prepare
+
     (tmp_path / "repo").mkdir()
     (tmp_path / "repo" / "course.yml").write_text("course_id: layers\nlimits: 3\n")
     with pytest.raises(CourseError, match="course.yml"):

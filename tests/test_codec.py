@@ -34,9 +34,16 @@ def npy(array: np.ndarray, allow_pickle: bool = False) -> bytes:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**62, 2**62) | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.tuples(children, children)
-    | st.dictionaries(st.text(max_size=5) | st.integers(-9, 9), children, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**62), 2**62)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.tuples(children, children)
+        | st.dictionaries(st.text(max_size=5) | st.integers(-9, 9), children, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -59,7 +66,9 @@ def test_arrays_round_trip_read_only(dtype, shape):
 
 
 def test_special_floats_numpy_scalars_and_non_contiguous_arrays():
-    back = codec.roundtrip([float("nan"), float("inf"), -math.inf, np.float32(0.5), np.int64(7), np.bool_(True)])
+    back = codec.roundtrip(
+        [float("nan"), float("inf"), -math.inf, np.float32(0.5), np.int64(7), np.bool_(True)]
+    )
     assert math.isnan(back[0]) and back[1:3] == [math.inf, -math.inf]
     assert back[3:] == [0.5, 7, True] and [type(v) for v in back[3:]] == [float, int, bool]
     strided = np.arange(20.0).reshape(4, 5)[::2, ::-1]
@@ -111,24 +120,27 @@ def _matrix():
         return np.matrix([[1.0]])
 
 
-@pytest.mark.parametrize("make, text", [
-    (lambda: (i for i in range(3)), "generator"),
-    (Lying, "Lying"),
-    (lambda: np.ones(2).view(SubArray), "SubArray"),
-    (_matrix, "matrix"),
-    (lambda: SubInt(3), "SubInt"),
-    (lambda: np.array([{"a": 1}], dtype=object), "dtype object"),
-    (lambda: np.ones(2, dtype=complex), "complex"),
-    (lambda: np.array(["x"]), "<U1"),
-    (lambda: torch.ones(2, dtype=torch.complex64), "complex64"),
-    (lambda: torch.zeros(2, 2).to_sparse(), "cannot be read"),
-    (lambda: torch.empty(2, device="meta"), "meta"),
-    (lambda: 2**80, "too large"),
-    (lambda: np.broadcast_to(np.zeros(1), (10**6, 10**6)), "8000000000000 bytes, more than the"),
-    (lambda: torch.zeros(1).expand(10**6, 10**6), "a tensor of 4000000000000 bytes"),
-    (lambda: np.float128(1.0) if hasattr(np, "float128") else np.longdouble(1.0), "numpy"),
-    (lambda: __import__("sympy").Symbol("x"), "sympy"),
-])
+@pytest.mark.parametrize(
+    "make, text",
+    [
+        (lambda: (i for i in range(3)), "generator"),
+        (Lying, "Lying"),
+        (lambda: np.ones(2).view(SubArray), "SubArray"),
+        (_matrix, "matrix"),
+        (lambda: SubInt(3), "SubInt"),
+        (lambda: np.array([{"a": 1}], dtype=object), "dtype object"),
+        (lambda: np.ones(2, dtype=complex), "complex"),
+        (lambda: np.array(["x"]), "<U1"),
+        (lambda: torch.ones(2, dtype=torch.complex64), "complex64"),
+        (lambda: torch.zeros(2, 2).to_sparse(), "cannot be read"),
+        (lambda: torch.empty(2, device="meta"), "meta"),
+        (lambda: 2**80, "too large"),
+        (lambda: np.broadcast_to(np.zeros(1), (10**6, 10**6)), "8000000000000 bytes, more than the"),
+        (lambda: torch.zeros(1).expand(10**6, 10**6), "a tensor of 4000000000000 bytes"),
+        (lambda: np.float128(1.0) if hasattr(np, "float128") else np.longdouble(1.0), "numpy"),
+        (lambda: __import__("sympy").Symbol("x"), "sympy"),
+    ],
+)
 def test_unsupported_values_are_named_not_trusted(make, text):
     back = codec.roundtrip(make())
     assert type(back) is Unsupported
@@ -146,7 +158,11 @@ def test_nesting_and_size_bombs_are_cut_off():
     assert type(node) is Unsupported and "nested" in node.describe()
     largest = list(range(codec.MAX_NODES - 1))
     assert codec.roundtrip(largest) == largest
-    for wide in (list(range(codec.MAX_NODES)), tuple(range(10**6)), dict.fromkeys(range(codec.MAX_NODES // 2))):
+    for wide in (
+        list(range(codec.MAX_NODES)),
+        tuple(range(10**6)),
+        dict.fromkeys(range(codec.MAX_NODES // 2)),
+    ):
         back = codec.roundtrip(wide)
         assert type(back) is Unsupported and "too large" in back.describe()
     cyclic: list = []
@@ -168,34 +184,37 @@ def test_truncated_bytes_fail_cleanly(cut):
         codec.loads(GOOD[:cut])
 
 
-@pytest.mark.parametrize("data", [
-    b"",
-    frame(b"not json"),
-    frame(b"\xff\xfe"),
-    frame([1, 2]),
-    frame({"tree": 1}),
-    frame({"tree": 1, "arrays": -1}),
-    frame({"tree": 1, "arrays": "1"}),
-    frame({"tree": 1, "arrays": 1}),
-    frame({"tree": {"$ndarray": 1}, "arrays": 1}, npy(np.ones(2))),
-    frame({"tree": {"$ndarray": True}, "arrays": 1}, npy(np.ones(2))),
-    frame({"tree": {"$float": "1e5"}, "arrays": 0}),
-    frame({"tree": {"$mystery": 1}, "arrays": 0}),
-    frame({"tree": {"a": 1, "b": 2, "c": 3, "d": 4}, "arrays": 0}),
-    frame({"tree": {"$dict": [[1]]}, "arrays": 0}),
-    frame({"tree": {"$dict": [[[1], 2]]}, "arrays": 0}),
-    frame({"tree": {"$dict": [[{"$tuple": [[1]]}, 2]]}, "arrays": 0}),
-    frame({"tree": {"$tuple": 5}, "arrays": 0}),
-    frame({"tree": {"$tensor": 0, "dtype": 3}, "arrays": 1}, npy(np.ones(2))),
-    frame({"tree": {"$linear": {"in_features": 1}}, "arrays": 0}),
-    frame({"tree": {"$callable": 3}, "arrays": 0}),
-    frame({"tree": 1, "arrays": 1}, b"not an npy block"),
-    frame({"tree": 1, "arrays": 1}, npy(np.ones(2))[:-3]),
-    frame({"tree": 1, "arrays": 0}) + b"trailing",
-    frame({"tree": 1, "arrays": 1}, npy(np.ones(2)) + b"\0"),
-    frame(("[" * 100_000 + "]" * 100_000).encode()),
-    frame(b'{"tree": ' + b"7" * 5000 + b', "arrays": 0}'),
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        frame(b"not json"),
+        frame(b"\xff\xfe"),
+        frame([1, 2]),
+        frame({"tree": 1}),
+        frame({"tree": 1, "arrays": -1}),
+        frame({"tree": 1, "arrays": "1"}),
+        frame({"tree": 1, "arrays": 1}),
+        frame({"tree": {"$ndarray": 1}, "arrays": 1}, npy(np.ones(2))),
+        frame({"tree": {"$ndarray": True}, "arrays": 1}, npy(np.ones(2))),
+        frame({"tree": {"$float": "1e5"}, "arrays": 0}),
+        frame({"tree": {"$mystery": 1}, "arrays": 0}),
+        frame({"tree": {"a": 1, "b": 2, "c": 3, "d": 4}, "arrays": 0}),
+        frame({"tree": {"$dict": [[1]]}, "arrays": 0}),
+        frame({"tree": {"$dict": [[[1], 2]]}, "arrays": 0}),
+        frame({"tree": {"$dict": [[{"$tuple": [[1]]}, 2]]}, "arrays": 0}),
+        frame({"tree": {"$tuple": 5}, "arrays": 0}),
+        frame({"tree": {"$tensor": 0, "dtype": 3}, "arrays": 1}, npy(np.ones(2))),
+        frame({"tree": {"$linear": {"in_features": 1}}, "arrays": 0}),
+        frame({"tree": {"$callable": 3}, "arrays": 0}),
+        frame({"tree": 1, "arrays": 1}, b"not an npy block"),
+        frame({"tree": 1, "arrays": 1}, npy(np.ones(2))[:-3]),
+        frame({"tree": 1, "arrays": 0}) + b"trailing",
+        frame({"tree": 1, "arrays": 1}, npy(np.ones(2)) + b"\0"),
+        frame(("[" * 100_000 + "]" * 100_000).encode()),
+        frame(b'{"tree": ' + b"7" * 5000 + b', "arrays": 0}'),
+    ],
+)
 def test_malformed_bytes_raise_decode_error(data):
     with pytest.raises(DecodeError):
         codec.loads(data)
@@ -213,7 +232,9 @@ def test_pickle_bearing_npy_is_refused():
         codec.loads(frame({"tree": {"$ndarray": 0}, "arrays": 1}, pickled))
 
 
-@pytest.mark.parametrize("array", [np.ones(2, dtype=complex), np.zeros(2, dtype=[("a", "<f8")]), np.array(["s"])])
+@pytest.mark.parametrize(
+    "array", [np.ones(2, dtype=complex), np.zeros(2, dtype=[("a", "<f8")]), np.array(["s"])]
+)
 def test_unsupported_npy_dtypes_are_refused(array):
     with pytest.raises(DecodeError, match="dtype"):
         codec.loads(frame({"tree": {"$ndarray": 0}, "arrays": 1}, npy(array)))

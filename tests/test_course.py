@@ -22,11 +22,18 @@ def raw():
 
 
 def test_real_course_loads(course):
-    assert [a.id for a in course.assignments] == ["01_shapes", "02_parameters", "03_gradients",
-                                                  "04_tensor_parallel", "05_matmul_benchmark"]
+    assert [a.id for a in course.assignments] == [
+        "01_shapes",
+        "02_parameters",
+        "03_gradients",
+        "04_tensor_parallel",
+        "05_matmul_benchmark",
+    ]
     for number, assignment in enumerate(course.assignments, start=1):
         assert assignment.number == number and assignment.notebook == f"{assignment.id}.ipynb"
-        assert [part.task for part in assignment.parts] == [f"{number}.{i}" for i in range(1, len(assignment.parts) + 1)]
+        assert [part.task for part in assignment.parts] == [
+            f"{number}.{i}" for i in range(1, len(assignment.parts) + 1)
+        ]
         assert assignment.max_score == sum(part.points for part in assignment.parts) > 0
     assert course.assignment("01_shapes").part("x2_for_zero_output").name == "x2_zero"
     assert course.assignment("01_shapes").part("linear_forward").name == "linear_forward"
@@ -39,8 +46,12 @@ def test_every_chapter_exercise_maps_to_a_part(course):
 
 
 def test_every_automatic_part_has_a_registered_check(course):
-    missing = [a.key(part) for a in course.assignments for part in a.parts
-               if part.kind != "manual" and a.key(part) not in CHECKS]
+    missing = [
+        a.key(part)
+        for a in course.assignments
+        for part in a.parts
+        if part.kind != "manual" and a.key(part) not in CHECKS
+    ]
     assert missing == []
 
 
@@ -67,6 +78,7 @@ def _duplicate_part(data):
 def _set(field, value, where=first_part):
     def edit(data):
         where(data)[field] = value
+
     return edit
 
 
@@ -77,6 +89,7 @@ def _top(field, value):
 def _delete_top(field):
     def edit(data):
         del data[field]
+
     return edit
 
 
@@ -93,26 +106,67 @@ MALFORMED = [
     ("exercise out of range", _set("exercises", [17]), "assignments[0].parts[0].exercises", "1 to 16"),
     ("bad name", _set("name", "not an identifier"), "assignments[0].parts[0].name", "identifier"),
     ("bad seeds", _set("seeds", [2]), "assignments[0].parts[0].seeds", "strings"),
-    ("bad notebook", _set("notebook", "x.py", where=lambda d: d["assignments"][0]), "assignments[0].notebook", ".ipynb"),
-    ("bad assignment id", _set("id", "shapes", where=lambda d: d["assignments"][0]), "assignments[0].id", "01_shapes"),
-    ("no parts", _set("parts", [], where=lambda d: d["assignments"][0]), "assignments[0].parts", "at least one"),
-    ("negative limit", _set("part_timeout_s", -1, where=lambda d: d["limits"]), "limits.part_timeout_s", "positive"),
+    (
+        "bad notebook",
+        _set("notebook", "x.py", where=lambda d: d["assignments"][0]),
+        "assignments[0].notebook",
+        ".ipynb",
+    ),
+    (
+        "bad assignment id",
+        _set("id", "shapes", where=lambda d: d["assignments"][0]),
+        "assignments[0].id",
+        "01_shapes",
+    ),
+    (
+        "no parts",
+        _set("parts", [], where=lambda d: d["assignments"][0]),
+        "assignments[0].parts",
+        "at least one",
+    ),
+    (
+        "negative limit",
+        _set("part_timeout_s", -1, where=lambda d: d["limits"]),
+        "limits.part_timeout_s",
+        "positive",
+    ),
     ("unknown limit", _set("gpus", 1, where=lambda d: d["limits"]), "limits", "gpus"),
     ("bad secret env", _top("secret_env", "not valid!"), "secret_env", "environment variable"),
     ("assignments not a list", _top("assignments", {"a": 1}), "assignments", "expected list"),
     ("NaN points", _set("points", float("nan")), "assignments[0].parts[0].points", "finite positive"),
-    ("infinite limit", _set("part_timeout_s", float("inf"), where=lambda d: d["limits"]), "limits.part_timeout_s",
-     "finite positive"),
-    ("points beyond float range", _set("points", 10**400), "assignments[0].parts[0].points", "finite positive"),
+    (
+        "infinite limit",
+        _set("part_timeout_s", float("inf"), where=lambda d: d["limits"]),
+        "limits.part_timeout_s",
+        "finite positive",
+    ),
+    (
+        "points beyond float range",
+        _set("points", 10**400),
+        "assignments[0].parts[0].points",
+        "finite positive",
+    ),
     ("id with a trailing newline", _set("id", "relu\n"), "assignments[0].parts[0].id", "letters"),
     ("keyword as name", _set("name", "lambda"), "assignments[0].parts[0].name", "identifier"),
     ("empty course id", _top("course_id", " "), "course_id", "non-empty"),
-    ("assignment number 5000 digits long", _set("id", "9" * 5000 + "_x", where=lambda d: d["assignments"][0]),
-     "assignments[0].id", "01_shapes"),
-    ("repeated assignment number", _set("id", "01_again", where=lambda d: d["assignments"][1]), "assignments[1].id",
-     "already used by '01_shapes'"),
-    ("repeated notebook", _set("notebook", "01_shapes.ipynb", where=lambda d: d["assignments"][1]),
-     "assignments[1].notebook", "already used"),
+    (
+        "assignment number 5000 digits long",
+        _set("id", "9" * 5000 + "_x", where=lambda d: d["assignments"][0]),
+        "assignments[0].id",
+        "01_shapes",
+    ),
+    (
+        "repeated assignment number",
+        _set("id", "01_again", where=lambda d: d["assignments"][1]),
+        "assignments[1].id",
+        "already used by '01_shapes'",
+    ),
+    (
+        "repeated notebook",
+        _set("notebook", "01_shapes.ipynb", where=lambda d: d["assignments"][1]),
+        "assignments[1].notebook",
+        "already used",
+    ),
 ]
 
 
@@ -129,12 +183,16 @@ def test_malformed_course_files_name_file_and_field(tmp_path, raw, label, edit, 
     assert field in message and detail in message, message
 
 
-@pytest.mark.parametrize("text, detail", [("assignments: [unclosed", "not valid YAML"),
-                                          ("- just\n- a list\n", "expected a mapping"),
-                                          ("", "expected a mapping"),
-                                          ("course_id: a\nsecret_env: S\ncourse_id: b\n",
-                                           "line 3, column 1: duplicate key 'course_id'"),
-                                          ("[" * 5000 + "]" * 5000, "nested too deeply")])
+@pytest.mark.parametrize(
+    "text, detail",
+    [
+        ("assignments: [unclosed", "not valid YAML"),
+        ("- just\n- a list\n", "expected a mapping"),
+        ("", "expected a mapping"),
+        ("course_id: a\nsecret_env: S\ncourse_id: b\n", "line 3, column 1: duplicate key 'course_id'"),
+        ("[" * 5000 + "]" * 5000, "nested too deeply"),
+    ],
+)
 def test_unreadable_course_files(tmp_path, text, detail):
     path = tmp_path / "course.yml"
     path.write_text(text, encoding="utf-8")

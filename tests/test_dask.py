@@ -17,8 +17,15 @@ from conftest import gradebook_dump
 
 from grader.autograde import AutogradeError, autograde, secret_fingerprint
 from grader.course import load_course
-from grader.dask_executor import (PROTOCOL, DaskGrading, RemoteGradingError, environment_fingerprint,
-                                  grade_on_worker, result_from_wire, result_to_wire)
+from grader.dask_executor import (
+    PROTOCOL,
+    DaskGrading,
+    RemoteGradingError,
+    environment_fingerprint,
+    grade_on_worker,
+    result_from_wire,
+    result_to_wire,
+)
 from grader.result import PartResult, Status
 from grader.submission import SubmissionResult
 
@@ -34,10 +41,14 @@ try:
 except ImportError:
     distributed = None
 pytestmark = pytest.mark.xdist_group("dask")  # one xdist worker keeps the module's cluster and reference
-needs_dask = pytest.mark.skipif(distributed is None, reason="dask and distributed are not installed "
-                                "(pip install 'layers-course-grader[dask]')")
-needs_course = pytest.mark.skipif(not (REPO / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").is_file(),
-                                  reason="the course notebooks are not built yet")
+needs_dask = pytest.mark.skipif(
+    distributed is None,
+    reason="dask and distributed are not installed (pip install 'layers-course-grader[dask]')",
+)
+needs_course = pytest.mark.skipif(
+    not (REPO / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").is_file(),
+    reason="the course notebooks are not built yet",
+)
 
 
 def on_cluster(test):
@@ -49,6 +60,7 @@ def on_cluster(test):
 
 # --- the wire format, without a cluster --------------------------------------------------------
 
+
 def course_and_parts():
     course = load_course()
     return course, course.assignment(ASSIGNMENT).parts
@@ -56,11 +68,20 @@ def course_and_parts():
 
 def valid_wire() -> dict:
     course, parts = course_and_parts()
-    results = [PartResult(p.id, 0.0 if p.kind == "manual" else p.points, p.points,
-                          Status.MANUAL if p.kind == "manual" else Status.PASSED, f"feedback {p.id}")
-               for p in parts]
+    results = [
+        PartResult(
+            p.id,
+            0.0 if p.kind == "manual" else p.points,
+            p.points,
+            Status.MANUAL if p.kind == "manual" else Status.PASSED,
+            f"feedback {p.id}",
+        )
+        for p in parts
+    ]
     answers = {p.id: f"# answer {p.id}\n" for p in parts}
-    return result_to_wire(SubmissionResult("/w/nb.ipynb", ASSIGNMENT, "ada", results, None, ["a warning"], answers))
+    return result_to_wire(
+        SubmissionResult("/w/nb.ipynb", ASSIGNMENT, "ada", results, None, ["a warning"], answers)
+    )
 
 
 def test_valid_result_round_trips_through_json():
@@ -110,10 +131,23 @@ def _tamper(name: str, wire: dict) -> None:
         raise AssertionError(name)
 
 
-TAMPERINGS = ["missing part", "extra part", "reordered parts", "score above max", "negative score", "NaN score",
-              "bool score", "inflated max", "unknown status", "manual status on an automatic part",
-              "feedback not text", "codes not a list", "another student", "answers for unknown parts",
-              "result not an object"]
+TAMPERINGS = [
+    "missing part",
+    "extra part",
+    "reordered parts",
+    "score above max",
+    "negative score",
+    "NaN score",
+    "bool score",
+    "inflated max",
+    "unknown status",
+    "manual status on an automatic part",
+    "feedback not text",
+    "codes not a list",
+    "another student",
+    "answers for unknown parts",
+    "result not an object",
+]
 
 
 @pytest.mark.parametrize("name", TAMPERINGS)
@@ -137,8 +171,13 @@ def offline_grading() -> DaskGrading:
 
 
 def reply(**fields) -> str:
-    data = {"protocol": PROTOCOL, "worker": "host:1", "secret": secret_fingerprint(SECRET), "seconds": 1.5,
-            "result": valid_wire()}
+    data = {
+        "protocol": PROTOCOL,
+        "worker": "host:1",
+        "secret": secret_fingerprint(SECRET),
+        "seconds": 1.5,
+        "result": valid_wire(),
+    }
     data.update(fields)
     return json.dumps({key: value for key, value in data.items() if value is not None})
 
@@ -148,14 +187,17 @@ def test_receive_accepts_a_good_reply():
     assert seconds == 1.5 and result.student == "ada" and str(result.notebook) == "/driver/nb.ipynb"
 
 
-@pytest.mark.parametrize("bad, words", [
-    (reply(secret=secret_fingerprint("another secret")), "LAYERS_GRADER_SECRET"),
-    (reply(refused="its grader code differs"), "refused: its grader code differs"),
-    (reply(protocol=99), "protocol 99"),
-    (reply(seconds=-1), "impossible time"),
-    ("{not json", "unusable"),
-    (json.dumps([1, 2]), "not a JSON object"),
-])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        (reply(secret=secret_fingerprint("another secret")), "LAYERS_GRADER_SECRET"),
+        (reply(refused="its grader code differs"), "refused: its grader code differs"),
+        (reply(protocol=99), "protocol 99"),
+        (reply(seconds=-1), "impossible time"),
+        ("{not json", "unusable"),
+        (json.dumps([1, 2]), "not a JSON object"),
+    ],
+)
 def test_receive_rejects_bad_replies_naming_the_problem(bad, words):
     with pytest.raises(RemoteGradingError, match="ada/01_shapes") as raised:
         offline_grading().receive(_Job, bad)
@@ -177,11 +219,13 @@ def test_unreachable_scheduler_is_a_clear_error():
 
 # --- a real cluster on loopback ------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def class_course(tmp_path_factory):
     """A course folder holding the small class's 01_shapes submissions (not graded)."""
     from grader.demo import prepare
     from grader.demo_class import CLASS, write_submissions
+
     directory = tmp_path_factory.mktemp("dask") / "class"
     prepare(directory, REPO)
     course = load_course(directory / "course.yml")
@@ -219,11 +263,18 @@ def local_reference(class_course, tmp_path_factory):
 def cluster():
     """A 2-worker, 1-thread-each LocalCluster on loopback whose workers hold the course secret."""
     from distributed import LocalCluster
+
     saved = os.environ.get("LAYERS_GRADER_SECRET")
     os.environ["LAYERS_GRADER_SECRET"] = SECRET  # inherited by the worker processes
     try:
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                          dashboard_address=None, scheduler_kwargs=LOOPBACK_HTTP) as local_cluster:
+        with LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            scheduler_kwargs=LOOPBACK_HTTP,
+        ) as local_cluster:
             yield local_cluster
     finally:
         if saved is None:
@@ -233,37 +284,55 @@ def cluster():
 
 
 def comparable(results: dict[str, dict], directory: Path) -> dict[str, dict]:
-    return {student: dict(data, notebook=str(Path(data["notebook"]).relative_to(directory)))
-            for student, data in results.items()}
+    return {
+        student: dict(data, notebook=str(Path(data["notebook"]).relative_to(directory)))
+        for student, data in results.items()
+    }
 
 
 @on_cluster
 def test_cluster_grades_exactly_like_the_local_pool(cluster, class_course, local_reference, tmp_path):
     reference_dump, reference_results, reference_dir = local_reference
     course, directory = fresh_copy(class_course, tmp_path / "class")
-    outcomes = autograde(course, directory, secret=SECRET, dask=cluster.scheduler_address,
-                         progress_stream=open(os.devnull, "w"))
+    outcomes = autograde(
+        course,
+        directory,
+        secret=SECRET,
+        dask=cluster.scheduler_address,
+        progress_stream=open(os.devnull, "w"),
+    )
     assert len(outcomes) == len(STUDENTS) + len(PARALLEL[1]) and all(o.graded for o in outcomes)
     assert gradebook_dump(directory) == reference_dump
     assert comparable(results_files(directory), directory) == comparable(reference_results, reference_dir)
     ada = (directory / "feedback" / "ada" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
     assert "grader-course-" not in ada and "grader-submission-" not in ada
-    again = autograde(course, directory, secret=SECRET, dask=cluster.scheduler_address,
-                      progress_stream=open(os.devnull, "w"))
+    again = autograde(
+        course,
+        directory,
+        secret=SECRET,
+        dask=cluster.scheduler_address,
+        progress_stream=open(os.devnull, "w"),
+    )
     assert not any(o.graded for o in again)  # rerun: nothing changed, nothing sent
 
 
 @on_cluster
 def test_worker_killed_mid_run_loses_no_submission(cluster, class_course, local_reference, tmp_path):
     from distributed import Client
+
     reference_dump = local_reference[0]
     course, directory = fresh_copy(class_course, tmp_path / "class")
     finished: dict = {}
 
     def grade_all():
         try:
-            finished["outcomes"] = autograde(course, directory, secret=SECRET, dask=cluster.scheduler_address,
-                                             progress_stream=open(os.devnull, "w"))
+            finished["outcomes"] = autograde(
+                course,
+                directory,
+                secret=SECRET,
+                dask=cluster.scheduler_address,
+                progress_stream=open(os.devnull, "w"),
+            )
         except BaseException as error:  # re-raised below, in the test's thread
             finished["error"] = error
 
@@ -293,6 +362,12 @@ def test_worker_killed_mid_run_loses_no_submission(cluster, class_course, local_
 def test_worker_with_another_secret_stops_the_run_before_writing(cluster, class_course, tmp_path):
     course, directory = fresh_copy(class_course, tmp_path / "class")
     with pytest.raises(AutogradeError, match="different course secret: set LAYERS_GRADER_SECRET"):
-        autograde(course, directory, students=["ada"], secret="not the workers' secret",
-                  dask=cluster.scheduler_address, progress_stream=open(os.devnull, "w"))
+        autograde(
+            course,
+            directory,
+            students=["ada"],
+            secret="not the workers' secret",
+            dask=cluster.scheduler_address,
+            progress_stream=open(os.devnull, "w"),
+        )
     assert gradebook_dump(directory) == [] and not list(directory.glob("autograded/*/*/results.json"))

@@ -18,7 +18,7 @@ def test_demo_runs_end_to_end_quickly(demo_run):
 def test_demo_table_shows_each_students_misconceptions_and_verdict(demo_run):
     _, done = demo_run
     lines = done.stdout.splitlines()
-    table = lines[next(i for i, line in enumerate(lines) if line.startswith("student")):]
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("student")) :]
     submitted = {path.parent.parent.name for path in (demo_run[0] / "submitted").glob("*/*/*.ipynb")}
     for student in CLASS:
         if student.id not in submitted:
@@ -33,6 +33,7 @@ def test_demo_table_shows_each_students_misconceptions_and_verdict(demo_run):
 
 def test_demo_refuses_a_folder_that_is_not_empty(tmp_path, capsys):
     from grader import cli
+
     (tmp_path / "keep.txt").write_text("x")
     assert cli.main(["demo", "--dir", str(tmp_path)]) == 2
     assert "not empty" in capsys.readouterr().err

@@ -24,8 +24,12 @@ from layerlab import distributed as tp
 
 def layer(batch: int, d_in: int, d_out: int, seed: int = 0):
     rng = np.random.default_rng(seed)
-    return (rng.normal(size=(batch, d_in)), rng.normal(size=(d_out, d_in)), rng.normal(size=d_out),
-            rng.normal(size=(batch, d_out)))
+    return (
+        rng.normal(size=(batch, d_in)),
+        rng.normal(size=(d_out, d_in)),
+        rng.normal(size=d_out),
+        rng.normal(size=(batch, d_out)),
+    )
 
 
 def single_process(X, W, b, G) -> dict[str, np.ndarray]:
@@ -45,6 +49,7 @@ def assert_matches(run: tp.TensorParallelRun, expected: dict) -> None:
 
 # ---- real processes reproduce the single-process layer ----------------------------------------
 
+
 @pytest.mark.slow
 @pytest.mark.parametrize("world_size", [2, 3])
 @pytest.mark.parametrize("kind", ["column", "row"])
@@ -54,8 +59,9 @@ def test_split_layer_on_processes_matches_single_process(kind, world_size):
     run = tp.tensor_parallel_on_processes(kind, shards, X, b=None if kind == "column" else b, upstream=G)
     assert_matches(run, single_process(X, W, b, G))
     axis = 0 if kind == "column" else 1
-    assert [shape[axis] for shape in run.weight_shapes] == [len(part) for part in
-                                                            np.array_split(np.arange(W.shape[axis]), world_size)]
+    assert [shape[axis] for shape in run.weight_shapes] == [
+        len(part) for part in np.array_split(np.arange(W.shape[axis]), world_size)
+    ]
     for rank_Z, rank_dX in zip(run.rank_Z, run.rank_dX):  # replicated on every rank after the collective
         np.testing.assert_allclose(rank_Z, run.Z, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(rank_dX, run.dX, rtol=1e-12, atol=1e-12)
@@ -63,8 +69,13 @@ def test_split_layer_on_processes_matches_single_process(kind, world_size):
 
 @pytest.mark.slow
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batch=st.sampled_from([1, 3, 7]), d_in=st.integers(3, 9), d_out=st.integers(3, 9),
-       world_size=st.sampled_from([2, 3]), kind=st.sampled_from(["column", "row"]))
+@given(
+    batch=st.sampled_from([1, 3, 7]),
+    d_in=st.integers(3, 9),
+    d_out=st.integers(3, 9),
+    world_size=st.sampled_from([2, 3]),
+    kind=st.sampled_from(["column", "row"]),
+)
 def test_verify_accepts_correct_splits(batch, d_in, d_out, world_size, kind):
     X, W, b, _ = layer(batch, d_in, d_out, seed=batch * 100 + d_in * 10 + d_out)
     shards = split_output_rows(W, b, world_size) if kind == "column" else split_input_columns(W, world_size)
@@ -82,6 +93,7 @@ def test_verify_accepts_decoded_tensor_shards():
 
 
 # ---- wrong splits are caught on real processes with the matching code -------------------------
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("world_size", [2, 3])
@@ -119,8 +131,14 @@ def test_wrong_collective_is_caught(kind, wrong):
 @pytest.mark.parametrize("kind", ["column", "row"])
 def test_transposed_square_split_runs_and_is_caught(kind, world_size):
     X, W, b, _ = layer(4, 7, 7)  # square: blocks of W.T have the right shapes but the wrong numbers
-    shards = ([(W_i, b_i) for (W_i, _), b_i in zip(split_output_rows(W.T, b, world_size), np.array_split(b, world_size))]
-              if kind == "column" else split_input_columns(W.T, world_size))
+    shards = (
+        [
+            (W_i, b_i)
+            for (W_i, _), b_i in zip(split_output_rows(W.T, b, world_size), np.array_split(b, world_size))
+        ]
+        if kind == "column"
+        else split_input_columns(W.T, world_size)
+    )
     result = verify_split_on_processes(kind, shards, X, W, b, world_size)
     assert not result.ok and result.ran
     assert result.misconceptions == ("weight-rows-are-inputs",)
@@ -129,19 +147,30 @@ def test_transposed_square_split_runs_and_is_caught(kind, world_size):
 @pytest.mark.parametrize("kind", ["column", "row"])
 def test_wrong_axis_of_a_rectangular_weight_is_caught_by_shape(kind):
     X, W, b, _ = layer(3, 5, 8)
-    shards = ([(W_i, b_i) for W_i, b_i in zip(split_input_columns(W, 2), np.array_split(b, 2))]
-              if kind == "column" else [W_i for W_i, _ in split_output_rows(W, b, 2)])
+    shards = (
+        [(W_i, b_i) for W_i, b_i in zip(split_input_columns(W, 2), np.array_split(b, 2))]
+        if kind == "column"
+        else [W_i for W_i, _ in split_output_rows(W, b, 2)]
+    )
     result = verify_split_on_processes(kind, shards, X, W, b, 2)
     assert not result.ok and not result.ran
     assert result.misconceptions == ("weight-rows-are-inputs",)
 
 
-@pytest.mark.parametrize("shards", [None, Unsupported("builtins.generator"), [[1.0, 2.0]], "W",
-                                    [np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 3))],
-                                    [(np.full((2, 4), np.nan), np.zeros(2)), (np.ones((2, 4)), np.zeros(2))],
-                                    [(np.ones((2, 4)), None), (np.ones((2, 4)), np.zeros(2))],
-                                    [[[1.0, 2.0], [3.0]], [[1.0], [2.0]]],
-                                    [([[True] * 4] * 2, [1.0, 1.0]), (np.ones((2, 4)), np.zeros(2))]])
+@pytest.mark.parametrize(
+    "shards",
+    [
+        None,
+        Unsupported("builtins.generator"),
+        [[1.0, 2.0]],
+        "W",
+        [np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 3))],
+        [(np.full((2, 4), np.nan), np.zeros(2)), (np.ones((2, 4)), np.zeros(2))],
+        [(np.ones((2, 4)), None), (np.ones((2, 4)), np.zeros(2))],
+        [[[1.0, 2.0], [3.0]], [[1.0], [2.0]]],
+        [([[True] * 4] * 2, [1.0, 1.0]), (np.ones((2, 4)), np.zeros(2))],
+    ],
+)
 def test_malformed_shards_get_feedback_without_processes(shards):
     X, W, b, _ = layer(2, 4, 4)
     result = verify_split_on_processes("column", shards, X, W, b, 2)
@@ -159,6 +188,7 @@ def test_verify_rejects_bad_arguments_from_the_check():
 
 
 # ---- the process runner never hangs and never shares a rendezvous ------------------------------
+
 
 def _sleep_forever(rank, world_size):
     time.sleep(3600)
@@ -212,13 +242,16 @@ def test_a_single_rank_runs_without_peers():
 @pytest.mark.slow
 def test_functions_defined_in_a_notebook_work():
     namespace = {}
-    exec(textwrap.dedent("""
+    exec(
+        textwrap.dedent("""
         import torch
         def notebook_worker(rank, world_size):
             value = torch.tensor([rank + 1.0])
             torch.distributed.all_reduce(value)
             return value.item()
-    """), namespace)  # a function with no importable module, as in a Jupyter kernel
+    """),
+        namespace,
+    )  # a function with no importable module, as in a Jupyter kernel
     assert tp.run_on_processes(namespace["notebook_worker"], 3) == [6.0, 6.0, 6.0]
 
 
@@ -234,9 +267,16 @@ def test_concurrent_runs_never_clash():
             assert got == [float(world_size * offset + world_size * (world_size - 1) // 2)] * world_size, got
         print("ok")
     """)
-    children = [subprocess.Popen([sys.executable, "-c", script, str(offset)], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
-                for offset in (10, 20)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(offset)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        for offset in (10, 20)
+    ]
     try:
         outputs = [child.communicate(timeout=120) for child in children]
     finally:
@@ -253,6 +293,7 @@ def _return_tensor_or_function(rank, world_size):
 def _exit_hard_on_rank_zero(rank, world_size):
     if rank == 0:
         import os
+
         os._exit(3)
     torch.distributed.all_reduce(torch.zeros(1))
     return rank
@@ -261,7 +302,9 @@ def _exit_hard_on_rank_zero(rank, world_size):
 @pytest.mark.slow
 def test_results_come_back_by_value_and_unpicklable_ones_are_named():
     assert torch.equal(tp.run_on_processes(_return_tensor_or_function, 1)[0], torch.zeros(2))
-    with pytest.raises(tp.DistributedRunError, match="rank 1 failed: TypeError: the worker returned function"):
+    with pytest.raises(
+        tp.DistributedRunError, match="rank 1 failed: TypeError: the worker returned function"
+    ):
         tp.run_on_processes(_return_tensor_or_function, 2, timeout=30)
 
 
@@ -271,20 +314,48 @@ def test_a_rank_that_crashes_is_named_before_the_peer_it_broke():
         tp.run_on_processes(_exit_hard_on_rank_zero, 2, timeout=30)
 
 
-@pytest.mark.parametrize("kind,shards,X,options,message", [
-    ("row", [], np.ones((2, 3)), {}, "got an empty list"),
-    ("row", [np.ones((4, 3))], np.ones(3), {}, r"X should be 2-D \(B, d_in\), but has shape \(3,\)"),
-    ("row", [np.ones((4, 2)), np.ones((4, 2))], np.ones((2, 3)), {}, "columns adding up to X's 3 input features"),
-    ("row", [np.ones((4, 1)), np.ones((3, 2))], np.ones((2, 3)), {}, "the same number of output rows"),
-    ("row", [[[1.0], [1.0, 2.0]]], np.ones((2, 1)), {}, "shard 0 is not made of rectangular arrays"),
-    ("row", [np.ones((4, 3))], np.ones((2, 3)), {"b": np.ones(3)}, r"b should have shape \(4,\)"),
-    ("row", [np.ones((4, 3))], np.ones((2, 3)), {"upstream": np.ones((4, 2))}, r"upstream should have shape \(2, 4\)"),
-    ("column", [np.ones((4, 2))], np.ones((2, 3)), {}, r"shard 0's weight has shape \(4, 2\).*3 columns"),
-    ("column", [(np.ones((4, 3)), np.ones(3))], np.ones((2, 3)), {}, r"shard 0's bias should have shape \(4,\)"),
-    ("column", [(np.ones((2, 3)), np.ones(2)), (np.ones((1, 3)), np.ones(1))], np.ones((2, 3)),
-     {"combine": "all_reduce"}, r"shards have \[2, 1\] rows"),
-])
-def test_split_shapes_that_do_not_fit_are_refused_before_any_process_starts(kind, shards, X, options, message):
+@pytest.mark.parametrize(
+    "kind,shards,X,options,message",
+    [
+        ("row", [], np.ones((2, 3)), {}, "got an empty list"),
+        ("row", [np.ones((4, 3))], np.ones(3), {}, r"X should be 2-D \(B, d_in\), but has shape \(3,\)"),
+        (
+            "row",
+            [np.ones((4, 2)), np.ones((4, 2))],
+            np.ones((2, 3)),
+            {},
+            "columns adding up to X's 3 input features",
+        ),
+        ("row", [np.ones((4, 1)), np.ones((3, 2))], np.ones((2, 3)), {}, "the same number of output rows"),
+        ("row", [[[1.0], [1.0, 2.0]]], np.ones((2, 1)), {}, "shard 0 is not made of rectangular arrays"),
+        ("row", [np.ones((4, 3))], np.ones((2, 3)), {"b": np.ones(3)}, r"b should have shape \(4,\)"),
+        (
+            "row",
+            [np.ones((4, 3))],
+            np.ones((2, 3)),
+            {"upstream": np.ones((4, 2))},
+            r"upstream should have shape \(2, 4\)",
+        ),
+        ("column", [np.ones((4, 2))], np.ones((2, 3)), {}, r"shard 0's weight has shape \(4, 2\).*3 columns"),
+        (
+            "column",
+            [(np.ones((4, 3)), np.ones(3))],
+            np.ones((2, 3)),
+            {},
+            r"shard 0's bias should have shape \(4,\)",
+        ),
+        (
+            "column",
+            [(np.ones((2, 3)), np.ones(2)), (np.ones((1, 3)), np.ones(1))],
+            np.ones((2, 3)),
+            {"combine": "all_reduce"},
+            r"shards have \[2, 1\] rows",
+        ),
+    ],
+)
+def test_split_shapes_that_do_not_fit_are_refused_before_any_process_starts(
+    kind, shards, X, options, message
+):
     with pytest.raises(ValueError, match=message):
         tp.tensor_parallel_on_processes(kind, shards, X, **options)
 
@@ -308,21 +379,29 @@ def test_run_on_processes_rejects_bad_arguments():
 
 # ---- DTensor gives the same numbers and per-rank shapes ---------------------------------------
 
+
 def _dtensor_rank(rank, world_size, state, X):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-    block = torch.nn.Sequential(torch.nn.Linear(*state["0.weight"].shape[::-1]), torch.nn.ReLU(),
-                                torch.nn.Linear(*state["2.weight"].shape[::-1])).double()
+    block = torch.nn.Sequential(
+        torch.nn.Linear(*state["0.weight"].shape[::-1]),
+        torch.nn.ReLU(),
+        torch.nn.Linear(*state["2.weight"].shape[::-1]),
+    ).double()
     block.load_state_dict({key: torch.tensor(value) for key, value in state.items()})
-    block = parallelize_module(block, init_device_mesh("cpu", (world_size,)),
-                               {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    block = parallelize_module(
+        block, init_device_mesh("cpu", (world_size,)), {"0": ColwiseParallel(), "2": RowwiseParallel()}
+    )
     X_t = torch.tensor(X, requires_grad=True)
     Z = block(X_t)
     Z = Z.full_tensor() if hasattr(Z, "full_tensor") else Z
     Z.sum().backward()
-    return {"Z": Z.detach().numpy(), "dX": X_t.grad.numpy(),
-            "shapes": {name: tuple(p.to_local().shape) for name, p in block.named_parameters()}}
+    return {
+        "Z": Z.detach().numpy(),
+        "dX": X_t.grad.numpy(),
+        "shapes": {name: tuple(p.to_local().shape) for name, p in block.named_parameters()},
+    }
 
 
 @pytest.mark.slow
@@ -339,7 +418,10 @@ def test_dtensor_colwise_rowwise_matches_the_split():
     X_t = torch.tensor(X, requires_grad=True)
     Z = block(X_t)
     Z.sum().backward()
-    first, second = split_output_rows(state["0.weight"], state["0.bias"], 2), split_input_columns(state["2.weight"], 2)
+    first, second = (
+        split_output_rows(state["0.weight"], state["0.bias"], 2),
+        split_input_columns(state["2.weight"], 2),
+    )
     for rank, result in enumerate(ranks):
         np.testing.assert_allclose(result["Z"], Z.detach().numpy(), rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(result["dX"], X_t.grad.numpy(), rtol=1e-12, atol=1e-12)
@@ -350,6 +432,7 @@ def test_dtensor_colwise_rowwise_matches_the_split():
 
 # ---- measuring the collectives -----------------------------------------------------------------
 
+
 def test_fit_alpha_beta_recovers_a_known_line():
     volumes = np.array([1e3, 1e4, 1e5, 1e6, 1e7])
     alpha, bandwidth = tp.fit_alpha_beta(volumes, 50e-6 + volumes / 2e9)
@@ -359,10 +442,16 @@ def test_fit_alpha_beta_recovers_a_known_line():
     assert noisy_alpha >= 0 and 0 < noisy_bandwidth < float("inf")  # latency never fitted below zero
 
 
-@pytest.mark.parametrize("volumes,seconds,message", [([], [], "at least 2"), ([1e3], [1e-3], "at least 2"),
-                                                     ([1e3, 1e4, 1e5], [1e-3, 2e-3], "same length"),
-                                                     ([1e3, 1e4], [0.0, 1e-3], "seconds finite and > 0"),
-                                                     ([1e3, np.nan], [1e-3, 1e-3], "volumes should be finite")])
+@pytest.mark.parametrize(
+    "volumes,seconds,message",
+    [
+        ([], [], "at least 2"),
+        ([1e3], [1e-3], "at least 2"),
+        ([1e3, 1e4, 1e5], [1e-3, 2e-3], "same length"),
+        ([1e3, 1e4], [0.0, 1e-3], "seconds finite and > 0"),
+        ([1e3, np.nan], [1e-3, 1e-3], "volumes should be finite"),
+    ],
+)
 def test_fit_alpha_beta_refuses_points_it_cannot_fit(volumes, seconds, message):
     with pytest.raises(ValueError, match=message):
         tp.fit_alpha_beta(volumes, seconds)
@@ -379,4 +468,6 @@ def test_time_collectives_returns_positive_medians():
     timings = tp.time_collectives([1024, 65536], world_size=2, repeat=3, warmup=1)
     assert list(timings["sizes"]) == [1024, 65536]
     for name in ("all_gather", "all_reduce"):
-        assert timings[name].shape == (2,) and np.all(timings[name] > 0) and np.all(np.isfinite(timings[name]))
+        assert (
+            timings[name].shape == (2,) and np.all(timings[name] > 0) and np.all(np.isfinite(timings[name]))
+        )

@@ -16,8 +16,10 @@ from layerlab import benchmark as lab
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(),
-                       reason="no CUDA GPU: torch.cuda.is_available() is False (CPU-only torch build or no NVIDIA driver)"),
+    pytest.mark.skipif(
+        not torch.cuda.is_available(),
+        reason="no CUDA GPU: torch.cuda.is_available() is False (CPU-only torch build or no NVIDIA driver)",
+    ),
 ]
 
 SHAPE = (4096, 4096, 4096)
@@ -67,9 +69,17 @@ def test_measured_peak_is_positive_and_the_sweep_stays_below_it(precision):
     peak = lab.measure_peak_flops("cuda", precision)
     bandwidth = lab.measure_bandwidth("cuda")
     assert peak > 1e12 and bandwidth > 1e11
-    records = lab.run_sweep([(4096, 4096, 4096), (1, 4096, 4096)], time_fn=time_op, device="cuda",
-                            precision=precision, peak_flops=peak, bandwidth=bandwidth)
-    assert records[1]["bound"] == "memory"  # one row through a 4096-wide layer reads 16M weights for 33M FLOPs
+    records = lab.run_sweep(
+        [(4096, 4096, 4096), (1, 4096, 4096)],
+        time_fn=time_op,
+        device="cuda",
+        precision=precision,
+        peak_flops=peak,
+        bandwidth=bandwidth,
+    )
+    assert (
+        records[1]["bound"] == "memory"
+    )  # one row through a 4096-wide layer reads 16M weights for 33M FLOPs
     for r in records:
         assert 0 < r["fraction_of_peak"] < 1.3, r  # a little headroom: the peak is itself a measurement
 

@@ -30,9 +30,13 @@ REFERENCE_LINE = "return X @ W.T + b  # reference implementation line"
 
 # --- a small course on disk --------------------------------------------------------------------
 
+
 def _cell(cell_type, source, **nbgrader):
-    cell = {"cell_type": cell_type, "metadata": {"nbgrader": {"schema_version": 3, **nbgrader}},
-            "source": source}
+    cell = {
+        "cell_type": cell_type,
+        "metadata": {"nbgrader": {"schema_version": 3, **nbgrader}},
+        "source": source,
+    }
     if cell_type == "code":
         cell.update(outputs=[], execution_count=None)
     return cell
@@ -41,30 +45,71 @@ def _cell(cell_type, source, **nbgrader):
 def notebook_for(assignment, answers: dict[str, str] | None = None, source: bool = False) -> dict:
     """An nbgrader notebook with one answer and one test cell per part (source=True: instructor's)."""
     answers = answers or {}
-    cells = [{"cell_type": "code", "metadata": {}, "source": "import numpy as np", "outputs": [],
-              "execution_count": None}]
+    cells = [
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "source": "import numpy as np",
+            "outputs": [],
+            "execution_count": None,
+        }
+    ]
     for part in assignment.parts:
         if part.kind == "manual":
-            text = "### BEGIN SOLUTION\nModel answer.\n### END SOLUTION" if source else answers.get(part.id, "YOUR ANSWER HERE")
-            cells.append(_cell("markdown", text, solution=True, grade=True, locked=False, points=part.points,
-                               grade_id=part.id))
+            text = (
+                "### BEGIN SOLUTION\nModel answer.\n### END SOLUTION"
+                if source
+                else answers.get(part.id, "YOUR ANSWER HERE")
+            )
+            cells.append(
+                _cell(
+                    "markdown",
+                    text,
+                    solution=True,
+                    grade=True,
+                    locked=False,
+                    points=part.points,
+                    grade_id=part.id,
+                )
+            )
             if source:
-                cells.append(_cell("markdown", "- 1 point: mentions the mark scheme", solution=False, grade=False,
-                                   locked=True, grade_id=f"{part.id}_mark_scheme"))
+                cells.append(
+                    _cell(
+                        "markdown",
+                        "- 1 point: mentions the mark scheme",
+                        solution=False,
+                        grade=False,
+                        locked=True,
+                        grade_id=f"{part.id}_mark_scheme",
+                    )
+                )
             continue
-        body = (f"def {part.name}(X, W, b):\n    ### BEGIN SOLUTION\n    {REFERENCE_LINE}\n    ### END SOLUTION"
-                if source else answers.get(part.id, f"def {part.name}(*args):\n    raise NotImplementedError('Task {part.task}')"))
-        cells.append(_cell("code", body, solution=True, grade=False, locked=False, grade_id=f"answer_{part.id}"))
+        body = (
+            f"def {part.name}(X, W, b):\n    ### BEGIN SOLUTION\n    {REFERENCE_LINE}\n    ### END SOLUTION"
+            if source
+            else answers.get(
+                part.id, f"def {part.name}(*args):\n    raise NotImplementedError('Task {part.task}')"
+            )
+        )
+        cells.append(
+            _cell("code", body, solution=True, grade=False, locked=False, grade_id=f"answer_{part.id}")
+        )
         tests = "assert True\n"
         if source:
             tests += f"### BEGIN HIDDEN TESTS\nfrom grader.inline import assert_part\nassert_part('{assignment.key(part)}', {part.name})\n### END HIDDEN TESTS"
-        cells.append(_cell("code", tests, solution=False, grade=True, locked=True, points=part.points,
-                           grade_id=part.id))
+        cells.append(
+            _cell(
+                "code", tests, solution=False, grade=True, locked=True, points=part.points, grade_id=part.id
+            )
+        )
     for index, cell in enumerate(cells):
         cell["id"] = f"cell-{index}"
-    return {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                        "language": "python"}},
-            "nbformat": 4, "nbformat_minor": 5}
+    return {
+        "cells": cells,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
 
 
 def write_json(path: Path, data) -> Path:
@@ -80,14 +125,18 @@ def make_course(root: Path, assignments=("01_shapes", "02_parameters")) -> Path:
     course = load_course(root / "course.yml")
     for assignment_id in assignments:
         assignment = course.assignment(assignment_id)
-        write_json(root / "source" / assignment_id / assignment.notebook, notebook_for(assignment, source=True))
+        write_json(
+            root / "source" / assignment_id / assignment.notebook, notebook_for(assignment, source=True)
+        )
     for student, style in (("ada", "good"), ("bob", "stub"), ("cy", "mixed")):
         for assignment_id in assignments:
             assignment = course.assignment(assignment_id)
             answers = {}
             for index, part in enumerate(assignment.parts):
                 if part.kind == "manual":
-                    answers[part.id] = "Because the ReLU clips negatives." if style != "stub" else "YOUR ANSWER HERE"
+                    answers[part.id] = (
+                        "Because the ReLU clips negatives." if style != "stub" else "YOUR ANSWER HERE"
+                    )
                 elif style == "good" or (style == "mixed" and index % 2 == 0):
                     answers[part.id] = f"def {part.name}(X, W, b):\n    return X @ W.T + b  # GOOD"
                 elif style == "mixed":
@@ -99,6 +148,7 @@ def make_course(root: Path, assignments=("01_shapes", "02_parameters")) -> Path:
 
 
 # --- a stand-in for grader.submission ----------------------------------------------------------
+
 
 def FakeResult(course, assignment_id, path, student, parts, answers, error=None) -> SubmissionResult:
     return SubmissionResult(str(path), assignment_id, student, parts, error, answers=answers)
@@ -116,21 +166,42 @@ class FakeGrader:
         self.calls.append((student, assignment_id))
         assignment = course.assignment(assignment_id)
         data = json.loads(Path(path).read_text())  # a malformed notebook raises: autograde records it
-        sources = {c["metadata"]["nbgrader"]["grade_id"].removeprefix("answer_"): c["source"]
-                   for c in data["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+        sources = {
+            c["metadata"]["nbgrader"]["grade_id"].removeprefix("answer_"): c["source"]
+            for c in data["cells"]
+            if c.get("metadata", {}).get("nbgrader", {}).get("solution")
+        }
         parts = []
         for part in assignment.parts:
             source = sources.get(part.id, "")
             if part.kind == "manual":
-                parts.append(PartResult(part.id, 0.0, part.points, Status.MANUAL, "graded by your instructor"))
+                parts.append(
+                    PartResult(part.id, 0.0, part.points, Status.MANUAL, "graded by your instructor")
+                )
             elif "GOOD" in source:
                 parts.append(PartResult(part.id, part.points, part.points, Status.PASSED, "Correct."))
             elif "WRONG" in source:
-                parts.append(PartResult(part.id, 0.0, part.points, Status.FAILED,
-                                        "Expected shape (7, 3); the bias is missing.", ("missing-bias",)))
+                parts.append(
+                    PartResult(
+                        part.id,
+                        0.0,
+                        part.points,
+                        Status.FAILED,
+                        "Expected shape (7, 3); the bias is missing.",
+                        ("missing-bias",),
+                    )
+                )
             else:
-                parts.append(PartResult(part.id, 0.0, part.points, Status.FAILED,
-                                        f"Task {part.task} is not implemented yet.", ("not-implemented",)))
+                parts.append(
+                    PartResult(
+                        part.id,
+                        0.0,
+                        part.points,
+                        Status.FAILED,
+                        f"Task {part.task} is not implemented yet.",
+                        ("not-implemented",),
+                    )
+                )
         return FakeResult(course, assignment_id, path, student, parts, sources)
 
 
@@ -150,8 +221,15 @@ class FakeSandbox:
 def run_fake(course_dir: Path, grader=None, **kwargs):
     course = load_course(course_dir / "course.yml")
     grader = grader or FakeGrader()
-    outcomes = ag.autograde(course, course_dir, grade=grader, sandbox_factory=FakeSandbox, secret="s3cret",
-                            progress_stream=open(course_dir / "progress.log", "a"), **kwargs)
+    outcomes = ag.autograde(
+        course,
+        course_dir,
+        grade=grader,
+        sandbox_factory=FakeSandbox,
+        secret="s3cret",
+        progress_stream=open(course_dir / "progress.log", "a"),
+        **kwargs,
+    )
     return outcomes, grader
 
 
@@ -164,21 +242,27 @@ def graded(tmp_path_factory):
 
 # --- tests ---------------------------------------------------------------------------------------
 
+
 def test_one_grade_cell_per_part_with_points_and_solution_cells(graded):
     course_dir, _, _ = graded
     course = load_course(course_dir / "course.yml")
     from nbgrader.api import Gradebook
+
     with Gradebook(gbm.default_db_url(course_dir), course_id=course.course_id) as gradebook:
         for assignment_id in ("01_shapes", "02_parameters"):
             assignment = course.assignment(assignment_id)
             notebook = gradebook.find_notebook(Path(assignment.notebook).stem, assignment_id)
             cells = {c.name: (c.max_score, c.cell_type) for c in notebook.grade_cells}
-            assert cells == {p.id: (p.points, "markdown" if p.kind == "manual" else "code") for p in assignment.parts}
+            assert cells == {
+                p.id: (p.points, "markdown" if p.kind == "manual" else "code") for p in assignment.parts
+            }
             solutions = {c.name for c in notebook.solution_cells}
             assert solutions == {p.id if p.kind == "manual" else f"answer_{p.id}" for p in assignment.parts}
             sources = {c.name: c for c in notebook.source_cells}
             first_auto = next(p for p in assignment.parts if p.kind != "manual")
-            assert "BEGIN HIDDEN TESTS" in sources[first_auto.id].source  # kept for autograding, as nbgrader does
+            assert (
+                "BEGIN HIDDEN TESTS" in sources[first_auto.id].source
+            )  # kept for autograding, as nbgrader does
             assert REFERENCE_LINE not in sources[f"answer_{first_auto.id}"].source  # solution cleared
             assert sources[first_auto.id].locked and sources[first_auto.id].checksum
 
@@ -193,8 +277,11 @@ def test_scores_manual_flags_and_comments_match_results(graded):
         row = dump[(outcome.job.student, outcome.job.assignment)]
         grades = {name: (auto, manual, needs) for name, auto, manual, _, needs in row["grades"]}
         comments = {name: auto for name, auto, _ in row["comments"]}
-        results = json.loads((course_dir / "autograded" / outcome.job.student / outcome.job.assignment
-                              / "results.json").read_text())
+        results = json.loads(
+            (
+                course_dir / "autograded" / outcome.job.student / outcome.job.assignment / "results.json"
+            ).read_text()
+        )
         for part in results["parts"]:
             kind = course.assignment(outcome.job.assignment).part(part["id"]).kind
             if kind == "manual":
@@ -223,8 +310,14 @@ def test_a_new_secret_regrades_everything(tmp_path):
     course_dir = make_course(tmp_path / "course", assignments=("01_shapes",))
     run_fake(course_dir)
     course = load_course(course_dir / "course.yml")
-    outcomes = ag.autograde(course, course_dir, grade=FakeGrader(), sandbox_factory=FakeSandbox,
-                            secret="another secret", progress_stream=open(course_dir / "progress.log", "a"))
+    outcomes = ag.autograde(
+        course,
+        course_dir,
+        grade=FakeGrader(),
+        sandbox_factory=FakeSandbox,
+        secret="another secret",
+        progress_stream=open(course_dir / "progress.log", "a"),
+    )
     assert all(o.graded for o in outcomes) and len(outcomes) == 3
 
 
@@ -232,11 +325,18 @@ def test_sandbox_that_cannot_start_is_one_clear_error(tmp_path):
     class BrokenSandbox(FakeSandbox):
         def __enter__(self):
             raise OSError("no fork for you")
+
     course_dir = make_course(tmp_path / "course", assignments=("01_shapes",))
     course = load_course(course_dir / "course.yml")
     with pytest.raises(ag.AutogradeError, match="could not start: no fork for you"):
-        ag.autograde(course, course_dir, grade=FakeGrader(), sandbox_factory=BrokenSandbox, secret="s",
-                     progress_stream=open(course_dir / "progress.log", "a"))
+        ag.autograde(
+            course,
+            course_dir,
+            grade=FakeGrader(),
+            sandbox_factory=BrokenSandbox,
+            secret="s",
+            progress_stream=open(course_dir / "progress.log", "a"),
+        )
 
 
 def test_interrupted_run_then_rerun_equals_one_clean_run(graded, tmp_path):
@@ -263,6 +363,7 @@ def test_manual_score_is_kept_and_changed_notebook_is_flagged(tmp_path):
     run_fake(course_dir)
     course = load_course(course_dir / "course.yml")
     from nbgrader.api import Gradebook
+
     with Gradebook(gbm.default_db_url(course_dir), course_id=course.course_id) as gradebook:
         grade = gradebook.find_grade("relu_zero_reason", "01_shapes", "01_shapes", "ada")
         grade.manual_score, grade.needs_manual_grade = 1.0, False
@@ -322,6 +423,7 @@ def test_missing_source_notebook_stops_before_grading_anyone(tmp_path):
 
 def test_unknown_assignment_argument_is_a_clear_error(tmp_path):
     from grader.course import CourseError
+
     course_dir = make_course(tmp_path / "course", assignments=("01_shapes",))
     with pytest.raises(CourseError, match="unknown assignment '07_x'"):
         run_fake(course_dir, assignment_ids=["07_x"])
@@ -333,12 +435,18 @@ def test_export_csv_matches_gradebook(graded, tmp_path):
 
     class Args:
         csv, db, course = str(out), None, str(course_dir)
+
     assert export.run(Args) == 0
     with out.open() as handle:
         table = list(csv.DictReader(handle))
     assert [row["student"] for row in table] == ["ada", "bob", "cy"]
-    assert {name.split(".")[0] for name in table[0]} == {"student", "01_shapes", "02_parameters", "total",
-                                                         "needs_manual_grade"}  # only graded assignments
+    assert {name.split(".")[0] for name in table[0]} == {
+        "student",
+        "01_shapes",
+        "02_parameters",
+        "total",
+        "needs_manual_grade",
+    }  # only graded assignments
     dump = gradebook_dump(course_dir)
     course = load_course(course_dir / "course.yml")
     for row in dump:
@@ -350,11 +458,15 @@ def test_export_csv_matches_gradebook(graded, tmp_path):
             total += score
         assert float(line[f"{row['assignment']}.total"]) == pytest.approx(total)
     for line in table:
-        assert float(line["total"]) == pytest.approx(float(line["01_shapes.total"]) + float(line["02_parameters.total"]))
+        assert float(line["total"]) == pytest.approx(
+            float(line["01_shapes.total"]) + float(line["02_parameters.total"])
+        )
     ada = next(r for r in table if r["student"] == "ada")
     auto_points = sum(p.points for a in course.assignments[:2] for p in a.parts if p.kind != "manual")
     assert float(ada["total"]) == auto_points
-    assert int(ada["needs_manual_grade"]) == sum(p.kind == "manual" for a in course.assignments[:2] for p in a.parts)
+    assert int(ada["needs_manual_grade"]) == sum(
+        p.kind == "manual" for a in course.assignments[:2] for p in a.parts
+    )
 
 
 def test_a_file_that_is_not_a_database_is_a_one_line_error(tmp_path):
@@ -366,8 +478,15 @@ def test_a_file_that_is_not_a_database_is_a_one_line_error(tmp_path):
     assert "not a database" in message and str(junk) in message and "\n" not in message
 
 
-@pytest.mark.parametrize("damage", ['{"version": 1, "parts": [1, 2]}', '{"version": 1, "parts": [], "score": "10"}',
-                                    "[" * 100_000, "\xff\xfe"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        '{"version": 1, "parts": [1, 2]}',
+        '{"version": 1, "parts": [], "score": "10"}',
+        "[" * 100_000,
+        "\xff\xfe",
+    ],
+)
 def test_a_damaged_results_file_means_grade_again(tmp_path, damage):
     course_dir = make_course(tmp_path / "course", assignments=("01_shapes",))
     run_fake(course_dir)
@@ -382,10 +501,20 @@ def test_an_unreadable_submissions_folder_is_a_one_line_error(tmp_path, monkeypa
 
     def refuse(*_, **__):
         raise PermissionError(13, "Permission denied", str(course_dir / "submitted" / "bob"))
+
     monkeypatch.setattr(ag, "find_submissions", refuse)
 
     class Args:
-        course, assignments, student, workers, db, force, dask = str(course_dir), [], [], None, None, False, None
+        course, assignments, student, workers, db, force, dask = (
+            str(course_dir),
+            [],
+            [],
+            None,
+            None,
+            False,
+            None,
+        )
+
     assert ag.run(Args) == 2
     err = capsys.readouterr().err
     assert err.startswith("autograde: ") and "Permission denied" in err and err.count("\n") == 1

@@ -38,7 +38,7 @@ def relu_between(W1, b1, W2, b2):
 
 
 def only_first_partial(X, shards, b):
-    return X[..., :shards[0].shape[1]] @ shards[0].T + b
+    return X[..., : shards[0].shape[1]] @ shards[0].T + b
 
 
 def bias_on_every_shard(X, shards, b):
@@ -83,21 +83,38 @@ CASES = {
     "hidden-unit-is-concept": quiz_case("hidden-unit-is-concept"),
     "batch-changes-weights": ("01_shapes", "layer_shapes", LocalFunction(batch_in_weights)),
     "weight-rows-are-inputs": ("01_shapes", "linear_forward", LocalFunction(lambda X, W, b: X @ W + b)),
-    "bias-per-input": ("02_parameters", "layer_parameters",
-                       LocalFunction(lambda d_in, d_out, bias=True: d_in * d_out + (d_in if bias else 0))),
+    "bias-per-input": (
+        "02_parameters",
+        "layer_parameters",
+        LocalFunction(lambda d_in, d_out, bias=True: d_in * d_out + (d_in if bias else 0)),
+    ),
     "wider-always-better": quiz_case("wider-always-better"),
     "stacked-affine-is-nonlinear": ("01_shapes", "collapse_affine", LocalFunction(relu_between)),
-    "params-determine-memory": ("02_parameters", "training_memory_bytes",
-                                LocalFunction(lambda n, bytes_per_value=4, optimizer="adam": n * bytes_per_value)),
-    "split-needs-no-communication": ("04_tensor_parallel", "row_parallel_forward", LocalFunction(only_first_partial)),
+    "params-determine-memory": (
+        "02_parameters",
+        "training_memory_bytes",
+        LocalFunction(lambda n, bytes_per_value=4, optimizer="adam": n * bytes_per_value),
+    ),
+    "split-needs-no-communication": (
+        "04_tensor_parallel",
+        "row_parallel_forward",
+        LocalFunction(only_first_partial),
+    ),
     "all-layers-dense": quiz_case("all-layers-dense"),
     "missing-bias": ("01_shapes", "linear_forward", LocalFunction(lambda X, W, b: X @ W.T)),
-    "bias-added-per-shard": ("04_tensor_parallel", "row_parallel_forward", LocalFunction(bias_on_every_shard)),
+    "bias-added-per-shard": (
+        "04_tensor_parallel",
+        "row_parallel_forward",
+        LocalFunction(bias_on_every_shard),
+    ),
     "grad-transposed": ("03_gradients", "grad_W_expr", local_value("X.T*G")),
     "grad-wrong-operand": ("03_gradients", "grad_X_expr", local_value("G*X")),
     "bias-grad-not-summed": ("03_gradients", "linear_backward", LocalFunction(bias_grad_per_row)),
-    "flops-missing-factor-2": ("05_matmul_benchmark", "matmul_flops",
-                               LocalFunction(lambda batch, d_in, d_out: batch * d_in * d_out)),
+    "flops-missing-factor-2": (
+        "05_matmul_benchmark",
+        "matmul_flops",
+        LocalFunction(lambda batch, d_in, d_out: batch * d_in * d_out),
+    ),
     "timing-includes-warmup": ("05_matmul_benchmark", "time_op", LocalFunction(timed_with_warmup)),
     "timing-without-sync": ("05_matmul_benchmark", "time_op", LocalFunction(timed_without_sync)),
     "width-doubling-doubles-params": ("02_parameters", "doubling_ratio", local_value("2")),
@@ -115,6 +132,8 @@ def test_a_wrong_answer_embodying_the_code_scores_zero_and_names_it(code, seed, 
     assignment, part, answer = CASES[code]
     result = grade(assignment, part, answer, seed)
     if part == "misconception_quiz":  # one wrong mark of ten scores (9 - 1) / 10, and is named
-        assert result.score == pytest.approx(0.8 * result.max_score) and result.misconceptions == (code,), result
+        assert result.score == pytest.approx(0.8 * result.max_score) and result.misconceptions == (code,), (
+            result
+        )
     else:
         assert_zero(result, code)

@@ -30,10 +30,18 @@ ILLUSTRATION = "illustration"
 def execute(notebook, cwd: Path, allow_errors: bool):
     from nbclient import NotebookClient
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    )
     env.pop("MPLBACKEND", None)
-    client = NotebookClient(notebook, kernel_name="python3", timeout=240, allow_errors=allow_errors,
-                            record_timing=False, resources={"metadata": {"path": str(cwd)}})
+    client = NotebookClient(
+        notebook,
+        kernel_name="python3",
+        timeout=240,
+        allow_errors=allow_errors,
+        record_timing=False,
+        resources={"metadata": {"path": str(cwd)}},
+    )
     client.execute(env=env, stderr=subprocess.DEVNULL)
     return notebook
 
@@ -52,7 +60,11 @@ def test_source_notebook_earns_full_marks(assignment, tmp_path):
     """Solutions + hidden tests: every assert_part must pass, every public test must be silent on stderr."""
     notebook = nbformat.read(ROOT / "source" / assignment.id / assignment.notebook, as_version=4)
     execute(notebook, tmp_path, allow_errors=True)
-    failures = [f"{grade_id(cell) or cell.id}: {e.ename}: {e.evalue[:500]}" for cell in notebook.cells for e in errors(cell)]
+    failures = [
+        f"{grade_id(cell) or cell.id}: {e.ename}: {e.evalue[:500]}"
+        for cell in notebook.cells
+        for e in errors(cell)
+    ]
     assert not failures, "\n".join(failures)
     for part in assignment.parts:
         if part.kind == "manual":
@@ -74,18 +86,24 @@ def test_released_notebook_runs_to_the_end_and_fails_only_in_test_cells(assignme
         if not errors(cell):
             continue
         part = parts.get(grade_id(cell))
-        assert part is not None and part.kind != "manual", \
+        assert part is not None and part.kind != "manual", (
             f"cell {cell.id} ({grade_id(cell) or 'not a test cell'}) raised {errors(cell)[0].ename}: {errors(cell)[0].evalue}"
+        )
         error = errors(cell)[0]
         if part.kind == "function":  # the stub itself raises, naming the task
-            assert error.ename == "NotImplementedError" and f"Task {part.task}" in error.evalue, \
-                f"test cell {part.id} should fail with the stub's NotImplementedError for task {part.task}, " \
+            assert error.ename == "NotImplementedError" and f"Task {part.task}" in error.evalue, (
+                f"test cell {part.id} should fail with the stub's NotImplementedError for task {part.task}, "
                 f"got {error.ename}: {error.evalue}"
+            )
         else:  # the value is still None: a public test says so
-            assert error.ename in ("AssertionError", "NotImplementedError", "TypeError"), \
+            assert error.ename in ("AssertionError", "NotImplementedError", "TypeError"), (
                 f"test cell {part.id} should reject the None stub, got {error.ename}: {error.evalue}"
-    untouched = [p.id for p in assignment.parts if p.kind != "manual"
-                 and not errors(next(c for c in notebook.cells if grade_id(c) == p.id))]
+            )
+    untouched = [
+        p.id
+        for p in assignment.parts
+        if p.kind != "manual" and not errors(next(c for c in notebook.cells if grade_id(c) == p.id))
+    ]
     assert not untouched, f"these test cells passed on the stubs: {untouched}"
 
 
@@ -97,7 +115,11 @@ def test_released_stubs_score_zero_with_not_implemented_feedback(assignment):
     namespace: dict = {}
     for cell in notebook.cells:
         tags = cell.metadata.get("tags", [])
-        if cell.cell_type == "code" and ILLUSTRATION not in tags and not cell.metadata.get("nbgrader", {}).get("grade"):
+        if (
+            cell.cell_type == "code"
+            and ILLUSTRATION not in tags
+            and not cell.metadata.get("nbgrader", {}).get("grade")
+        ):
             exec(compile(cell.source, f"<{assignment.id}:{cell.id}>", "exec"), namespace)
     for part in assignment.parts:
         if part.kind == "manual":
@@ -106,21 +128,35 @@ def test_released_stubs_score_zero_with_not_implemented_feedback(assignment):
         answer = LocalFunction(value, part.name) if part.kind == "function" else local_value(value)
         result = grade_part(assignment, part, answer, "stub-student", "test-secret")
         assert result.score == 0, f"{part.id}: the stub scored {result.score}"
-        assert "not implemented yet" in result.feedback or "not answered yet" in result.feedback, \
+        assert "not implemented yet" in result.feedback or "not answered yet" in result.feedback, (
             f"{part.id}: feedback should say the task is not done yet, got: {result.feedback}"
+        )
 
 
 def nbgrader(course_dir: Path, *arguments: str) -> str:
-    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    result = subprocess.run([sys.executable, "-m", "nbgrader", *arguments], cwd=course_dir, env=env,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, f"nbgrader {' '.join(arguments)} failed:\n{result.stdout}\n{result.stderr[-4000:]}"
+    env = dict(
+        os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *arguments],
+        cwd=course_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, (
+        f"nbgrader {' '.join(arguments)} failed:\n{result.stdout}\n{result.stderr[-4000:]}"
+    )
     return result.stdout + result.stderr
 
 
 # nbgrader's CLI takes 10-20 s per assignment: two by default, all with LAYERS_TEST_ALL_NBGRADER=1
-NBGRADER_CASES = BUILT if os.environ.get("LAYERS_TEST_ALL_NBGRADER") else \
-    [a for a in BUILT if a.id in ("01_shapes", "03_gradients")]
+NBGRADER_CASES = (
+    BUILT
+    if os.environ.get("LAYERS_TEST_ALL_NBGRADER")
+    else [a for a in BUILT if a.id in ("01_shapes", "03_gradients")]
+)
 
 
 @pytest.mark.slow
@@ -134,16 +170,20 @@ def test_nbgrader_generate_and_autograde_give_full_marks(assignment, tmp_path):
     shutil.copytree(ROOT / "source" / assignment.id, tmp_path / "source" / assignment.id)
     nbgrader(tmp_path, "generate_assignment", assignment.id)
     released = (tmp_path / "assignments" / assignment.id / assignment.notebook).read_text(encoding="utf-8")
-    assert released == (ROOT / "assignments" / assignment.id / assignment.notebook).read_text(encoding="utf-8"), \
-        "nbgrader generate_assignment and python -m grader build disagree"
+    assert released == (ROOT / "assignments" / assignment.id / assignment.notebook).read_text(
+        encoding="utf-8"
+    ), "nbgrader generate_assignment and python -m grader build disagree"
 
     submission = tmp_path / "submitted" / "student-1" / assignment.id
     submission.mkdir(parents=True)
     shutil.copy(ROOT / "solutions" / assignment.id / assignment.notebook, submission / assignment.notebook)
     nbgrader(tmp_path, "autograde", assignment.id)
     with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
-        grades = {grade.name: (grade.auto_score, grade.max_score)
-                  for nb in gradebook.find_submission(assignment.id, "student-1").notebooks for grade in nb.grades}
+        grades = {
+            grade.name: (grade.auto_score, grade.max_score)
+            for nb in gradebook.find_submission(assignment.id, "student-1").notebooks
+            for grade in nb.grades
+        }
     assert set(grades) == {part.id for part in assignment.parts}
     for part in assignment.parts:
         auto_score, max_score = grades[part.id]
@@ -152,7 +192,9 @@ def test_nbgrader_generate_and_autograde_give_full_marks(assignment, tmp_path):
             assert auto_score is None, f"{part.id} is graded by hand"
         else:
             assert auto_score == part.points, f"{part.id}: nbgrader gave {auto_score}/{part.points}"
-    graded = nbformat.read(tmp_path / "autograded" / "student-1" / assignment.id / assignment.notebook, as_version=4)
+    graded = nbformat.read(
+        tmp_path / "autograded" / "student-1" / assignment.id / assignment.notebook, as_version=4
+    )
     for part in assignment.parts:
         if part.kind != "manual":  # the hidden tests were restored from the gradebook and ran
             cell = next(cell for cell in graded.cells if grade_id(cell) == part.id)
@@ -196,21 +238,29 @@ def test_layer_state_shapes_and_text(d_out, d_in):
     assert len(state_text(state).splitlines()) == d_out + 1
 
 
-@pytest.mark.parametrize("W,b,x,message", [
-    ([[1.0, 2.0]], [1.0], [1.0, 2.0, 3.0], "x should have shape (2,)"),
-    ([[1.0, 2.0]], [1.0, 2.0], [1.0, 2.0], "b should have shape (1,)"),
-    ([1.0, 2.0], [1.0], [1.0], "W should be a matrix"),
-    ([[1.0, float("nan")]], [1.0], [1.0, 2.0], "finite"),
-])
+@pytest.mark.parametrize(
+    "W,b,x,message",
+    [
+        ([[1.0, 2.0]], [1.0], [1.0, 2.0, 3.0], "x should have shape (2,)"),
+        ([[1.0, 2.0]], [1.0, 2.0], [1.0, 2.0], "b should have shape (1,)"),
+        ([1.0, 2.0], [1.0], [1.0], "W should be a matrix"),
+        ([[1.0, float("nan")]], [1.0], [1.0, 2.0], "finite"),
+    ],
+)
 def test_explorer_rejects_bad_shapes_clearly(W, b, x, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         forward_pass_explorer(W, b, x)
 
 
-@pytest.mark.parametrize("options,message", [({"slider_range": -1.0}, "slider_range should be a positive number"),
-                                             ({"slider_range": 1.0}, r"covering the starting x \(max \|x\| = 9\)"),
-                                             ({"step": 0.0}, "step should be a positive number"),
-                                             ({"step": float("nan")}, "step should be a positive number")])
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"slider_range": -1.0}, "slider_range should be a positive number"),
+        ({"slider_range": 1.0}, r"covering the starting x \(max \|x\| = 9\)"),
+        ({"step": 0.0}, "step should be a positive number"),
+        ({"step": float("nan")}, "step should be a positive number"),
+    ],
+)
 def test_explorer_rejects_sliders_that_cannot_show_the_input(options, message):
     with pytest.raises(ValueError, match=message):
         forward_pass_explorer([[1.0, 2.0]], [0.5], [9.0, 0.0], **options)

@@ -38,8 +38,11 @@ def test_matmul_flops_counts_each_multiply_and_add(batch, d_in, d_out):
 @given(SIZES, SIZES, SIZES, st.sampled_from([1, 2, 4, 8]))
 def test_formulas_match_direct_computation(batch, d_in, d_out, size):
     flops, moved = ref.matmul_flops(batch, d_in, d_out), ref.matmul_bytes(batch, d_in, d_out, size)
-    X, W, Z = (np.empty((batch, d_in), dtype=f"V{size}"), np.empty((d_out, d_in), dtype=f"V{size}"),
-               np.empty((batch, d_out), dtype=f"V{size}"))
+    X, W, Z = (
+        np.empty((batch, d_in), dtype=f"V{size}"),
+        np.empty((d_out, d_in), dtype=f"V{size}"),
+        np.empty((batch, d_out), dtype=f"V{size}"),
+    )
     assert flops == 2 * batch * d_in * d_out and type(flops) is int
     assert moved == X.nbytes + W.nbytes + Z.nbytes and type(moved) is int
     assert ref.arithmetic_intensity(batch, d_in, d_out, size) == pytest.approx(flops / moved, rel=1e-15)
@@ -87,16 +90,22 @@ def test_time_op_synchronises_an_asynchronous_device():
     durations = [0.2, 0.2] + [0.01, 0.02, 0.03]
     result, _ = run_on_device(durations, warmup=2, repeat=3, asynchronous=True, overhead=5e-6)
     assert result == pytest.approx(0.02 + 5e-6, rel=1e-9)
-    unsynced, _ = run_on_device(durations, warmup=2, repeat=3, asynchronous=True, with_sync=False, overhead=5e-6)
+    unsynced, _ = run_on_device(
+        durations, warmup=2, repeat=3, asynchronous=True, with_sync=False, overhead=5e-6
+    )
     assert unsynced == pytest.approx(5e-6, rel=1e-9)
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(0, 6), st.integers(1, 9), st.booleans(),
-       st.lists(st.floats(1e-5, 1e-1), min_size=16, max_size=16))
+@given(
+    st.integers(0, 6),
+    st.integers(1, 9),
+    st.booleans(),
+    st.lists(st.floats(1e-5, 1e-1), min_size=16, max_size=16),
+)
 def test_time_op_equals_the_median_of_the_timed_durations(warmup, repeat, asynchronous, durations):
     result, device = run_on_device(durations, warmup, repeat, asynchronous, overhead=3e-6)
-    timed = [d + 3e-6 for d in durations[warmup:warmup + repeat]]
+    timed = [d + 3e-6 for d in durations[warmup : warmup + repeat]]
     assert result == pytest.approx(statistics.median(timed), rel=1e-9)
     assert device.calls == warmup + repeat and device.pending == 0
 
@@ -107,11 +116,19 @@ def test_time_op_on_a_real_cpu_matmul_is_positive_and_finite():
     assert math.isfinite(seconds) and 0 < seconds < 1
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(fn=None), "callables"), (dict(timer=3.0), "callables"), (dict(sync="yes"), "callables"),
-    (dict(warmup=-1), "warmup"), (dict(warmup=True), "warmup"), (dict(warmup="3"), "warmup"),
-    (dict(repeat=0), "repeat"), (dict(repeat=2.5), "repeat"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(fn=None), "callables"),
+        (dict(timer=3.0), "callables"),
+        (dict(sync="yes"), "callables"),
+        (dict(warmup=-1), "warmup"),
+        (dict(warmup=True), "warmup"),
+        (dict(warmup="3"), "warmup"),
+        (dict(repeat=0), "repeat"),
+        (dict(repeat=2.5), "repeat"),
+    ],
+)
 def test_time_op_rejects_bad_arguments(kwargs, message):
     arguments = dict(fn=lambda: None, warmup=1, repeat=2, timer=lambda: 0.0, sync=None) | kwargs
     with pytest.raises(ValueError, match=message):
@@ -133,18 +150,21 @@ def test_roofline_bound_for_the_example_layer_on_an_accelerator():
     assert ref.roofline_bound(ref.arithmetic_intensity(8192, 8192, 8192, 2), 989e12, 3.35e12) == "compute"
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: ref.matmul_flops(0, 3, 4), "batch"),
-    (lambda: ref.matmul_flops(2, 3.5, 4), "d_in"),
-    (lambda: ref.matmul_bytes(2, 3, 4, 0), "bytes_per_element"),
-    (lambda: ref.matmul_bytes(2, 3, False, 4), "d_out"),
-    (lambda: ref.achieved_flops(2, 3, 4, 0.0), "seconds"),
-    (lambda: ref.achieved_flops(2, 3, 4, float("nan")), "seconds"),
-    (lambda: ref.achieved_flops(2, 3, 4, "1"), "seconds"),
-    (lambda: ref.roofline_bound(-1.0, 1e12, 1e9), "intensity"),
-    (lambda: ref.roofline_bound(1.0, float("inf"), 1e9), "peak_flops"),
-    (lambda: ref.roofline_bound(1.0, 1e12, True), "bandwidth"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: ref.matmul_flops(0, 3, 4), "batch"),
+        (lambda: ref.matmul_flops(2, 3.5, 4), "d_in"),
+        (lambda: ref.matmul_bytes(2, 3, 4, 0), "bytes_per_element"),
+        (lambda: ref.matmul_bytes(2, 3, False, 4), "d_out"),
+        (lambda: ref.achieved_flops(2, 3, 4, 0.0), "seconds"),
+        (lambda: ref.achieved_flops(2, 3, 4, float("nan")), "seconds"),
+        (lambda: ref.achieved_flops(2, 3, 4, "1"), "seconds"),
+        (lambda: ref.roofline_bound(-1.0, 1e12, 1e9), "intensity"),
+        (lambda: ref.roofline_bound(1.0, float("inf"), 1e9), "peak_flops"),
+        (lambda: ref.roofline_bound(1.0, 1e12, True), "bandwidth"),
+    ],
+)
 def test_bad_input_gets_a_clear_value_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()

@@ -57,7 +57,7 @@ def test_chapter_network_gradients_and_shapes():
     hidden_pre = network[0](x_batch)
     hidden = torch.relu(hidden_pre)
     scores = network[2](hidden)
-    loss = (scores ** 2).mean()
+    loss = (scores**2).mean()
     loss.backward()
 
     W1, W2 = (network[i].weight.detach().numpy() for i in (0, 2))
@@ -81,13 +81,16 @@ def test_weight_gradient_has_shape_d_out_by_d_in():
         assert linear_backward(G, X, W)[1].shape == (5, 3)
 
 
-@pytest.mark.parametrize("G, X, W, message", [
-    (np.ones((2, 5)), np.ones((2, 3)), np.ones((5, 4)), r"W \(5, 4\)"),
-    (np.ones((3, 5)), np.ones((2, 3)), np.ones((5, 3)), r"G has shape \(3, 5\)"),
-    (np.ones((2, 4)), np.ones((2, 3)), np.ones((5, 3)), "same B, d_in and d_out"),
-    (np.ones(5), np.ones((1, 3)), np.ones((5, 3)), "G must be 2-D"),
-    (np.ones((1, 5)), np.full((1, 3), np.nan), np.ones((5, 3)), "X contains NaN"),
-])
+@pytest.mark.parametrize(
+    "G, X, W, message",
+    [
+        (np.ones((2, 5)), np.ones((2, 3)), np.ones((5, 4)), r"W \(5, 4\)"),
+        (np.ones((3, 5)), np.ones((2, 3)), np.ones((5, 3)), r"G has shape \(3, 5\)"),
+        (np.ones((2, 4)), np.ones((2, 3)), np.ones((5, 3)), "same B, d_in and d_out"),
+        (np.ones(5), np.ones((1, 3)), np.ones((5, 3)), "G must be 2-D"),
+        (np.ones((1, 5)), np.full((1, 3), np.nan), np.ones((5, 3)), "X contains NaN"),
+    ],
+)
 def test_linear_backward_names_inputs_that_do_not_fit(G, X, W, message):
     with pytest.raises(ValueError, match=message):
         linear_backward(G, X, W)
@@ -127,15 +130,17 @@ def test_numerical_gradient_matches_autograd(shape, seed):
 
 def test_numerical_gradient_is_second_order_accurate():
     x = np.array([0.3, -1.1, 2.0])
-    errors = [np.max(np.abs(numerical_gradient(lambda v: float(np.sum(np.sin(v))), x, h) - np.cos(x)))
-              for h in (1e-2, 1e-3)]
+    errors = [
+        np.max(np.abs(numerical_gradient(lambda v: float(np.sum(np.sin(v))), x, h) - np.cos(x)))
+        for h in (1e-2, 1e-3)
+    ]
     assert 50 < errors[0] / errors[1] < 200
 
 
 def test_numerical_gradient_accepts_integer_points_and_does_not_keep_a_view():
     x = np.array([[1, 2], [3, 4]])
     seen = []
-    estimate = numerical_gradient(lambda v: (seen.append(v), float(np.sum(v ** 2)))[1], x)
+    estimate = numerical_gradient(lambda v: (seen.append(v), float(np.sum(v**2)))[1], x)
     np.testing.assert_allclose(estimate, 2 * x, atol=1e-6)
     assert x.dtype.kind == "i" and np.array_equal(x, [[1, 2], [3, 4]])
     assert all(v is not x for v in seen)
@@ -153,28 +158,34 @@ def test_rel_error_is_symmetric_bounded_and_zero_on_equal(shape, seed):
     assert rel_error(a, b) == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.parametrize("a, b, expected", [
-    (np.zeros((2, 3)), np.zeros((2, 3)), 0.0),
-    (np.zeros(0), np.zeros(0), 0.0),
-    ([0.0, 2.0, -1.0], [0.0, 2.5, -1.0], 0.5 / 4.5),
-    ([1.5], [-1.5], 1.0),
-    ([0.0], [1e-300], 1.0),
-    (3.0, 3.0, 0.0),
-    ([1e6, 2.0], [1e6 + 1, 2.0], 1 / (2e6 + 1)),
-])
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [
+        (np.zeros((2, 3)), np.zeros((2, 3)), 0.0),
+        (np.zeros(0), np.zeros(0), 0.0),
+        ([0.0, 2.0, -1.0], [0.0, 2.5, -1.0], 0.5 / 4.5),
+        ([1.5], [-1.5], 1.0),
+        ([0.0], [1e-300], 1.0),
+        (3.0, 3.0, 0.0),
+        ([1e6, 2.0], [1e6 + 1, 2.0], 1 / (2e6 + 1)),
+    ],
+)
 def test_rel_error_on_edge_cases(a, b, expected):
     assert rel_error(a, b) == pytest.approx(expected, rel=1e-12, abs=0)
     assert rel_error(b, a) == rel_error(a, b)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: numerical_gradient(None, np.ones(2)), "f must be a function"),
-    (lambda: numerical_gradient(np.sum, {"x": 1}), "x must be an array"),
-    (lambda: numerical_gradient(np.sum, np.ones(2), 0), "h must be a finite positive number"),
-    (lambda: numerical_gradient(np.sum, np.ones(2), None), "h must be a positive number"),
-    (lambda: rel_error(np.array([np.nan]), np.ones(1)), "a contains NaN"),
-    (lambda: rel_error(np.ones(1), object()), "b must be an array of real numbers"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: numerical_gradient(None, np.ones(2)), "f must be a function"),
+        (lambda: numerical_gradient(np.sum, {"x": 1}), "x must be an array"),
+        (lambda: numerical_gradient(np.sum, np.ones(2), 0), "h must be a finite positive number"),
+        (lambda: numerical_gradient(np.sum, np.ones(2), None), "h must be a positive number"),
+        (lambda: rel_error(np.array([np.nan]), np.ones(1)), "a contains NaN"),
+        (lambda: rel_error(np.ones(1), object()), "b must be an array of real numbers"),
+    ],
+)
 def test_bad_gradient_inputs_get_a_value_error_naming_the_argument(call, message):
     with pytest.raises(ValueError, match=message):
         call()

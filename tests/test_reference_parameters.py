@@ -9,8 +9,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grader.reference.parameters import (OPTIMIZER_BUFFERS, count_parameters, layer_parameters,
-                                         output_activations, training_memory_bytes)
+from grader.reference.parameters import (
+    OPTIMIZER_BUFFERS,
+    count_parameters,
+    layer_parameters,
+    output_activations,
+    training_memory_bytes,
+)
 from grader.reference.shapes import layer_shapes
 
 
@@ -19,26 +24,39 @@ def torch_count(*widths: int) -> int:
     return sum(p.numel() for layer in layers for p in layer.parameters())
 
 
-@pytest.mark.parametrize("d_in, d_out, expected", [
-    (4, 6, 30), (3, 3, 12), (3, 1, 4), (3, 2, 8), (512, 2048, 1_050_624), (768, 3072, 2_362_368),
-    (784, 256, 200_960), (1024, 4096, 4_198_400), (1, 1, 2),
-])
+@pytest.mark.parametrize(
+    "d_in, d_out, expected",
+    [
+        (4, 6, 30),
+        (3, 3, 12),
+        (3, 1, 4),
+        (3, 2, 8),
+        (512, 2048, 1_050_624),
+        (768, 3072, 2_362_368),
+        (784, 256, 200_960),
+        (1024, 4096, 4_198_400),
+        (1, 1, 2),
+    ],
+)
 def test_layer_parameters_of_the_course(d_in, d_out, expected):
     assert layer_parameters(d_in, d_out) == expected
     assert layer_parameters(d_in, d_out, bias=False) == expected - d_out
 
 
-@pytest.mark.parametrize("widths, per_layer, total", [
-    ([3, 3, 1], [12, 4], 16),
-    ([4, 6], [30], 30),
-    ([10, 20, 5, 1], [220, 105, 6], 331),
-    ([512, 2048, 512], [1_050_624, 1_049_088], 2_099_712),
-    ([64, 32, 32, 32, 10], [2080, 1056, 1056, 330], 4522),
-    ([64, 512, 10], [33_280, 5130], 38_410),
-    ([64, 4, 10], [260, 50], 310),
-    ([3, 4, 3], [16, 15], 31),
-    ([784, 256, 10], [200_960, 2570], 203_530),
-])
+@pytest.mark.parametrize(
+    "widths, per_layer, total",
+    [
+        ([3, 3, 1], [12, 4], 16),
+        ([4, 6], [30], 30),
+        ([10, 20, 5, 1], [220, 105, 6], 331),
+        ([512, 2048, 512], [1_050_624, 1_049_088], 2_099_712),
+        ([64, 32, 32, 32, 10], [2080, 1056, 1056, 330], 4522),
+        ([64, 512, 10], [33_280, 5130], 38_410),
+        ([64, 4, 10], [260, 50], 310),
+        ([3, 4, 3], [16, 15], 31),
+        ([784, 256, 10], [200_960, 2570], 203_530),
+    ],
+)
 def test_count_parameters_of_the_course(widths, per_layer, total):
     counts = count_parameters(widths)
     assert counts == per_layer and sum(counts) == total
@@ -104,14 +122,21 @@ def test_unknown_optimizer_lists_the_known_ones():
         training_memory_bytes(100, 4, "adagrad")
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda: layer_parameters(0, 3), "d_in"), (lambda: layer_parameters(3, 2.0), "d_out"),
-    (lambda: layer_parameters(3, 2, bias=1), "bias"), (lambda: count_parameters([5]), "at least two"),
-    (lambda: count_parameters([5, -1]), r"widths\[1\]"), (lambda: count_parameters(7), "widths"),
-    (lambda: output_activations(0, 4), "batch"), (lambda: training_memory_bytes(-5), "n_params"),
-    (lambda: training_memory_bytes(5, 0), "bytes_per_value"),
-    (lambda: training_memory_bytes(5, 4, ["adam"]), "unknown optimizer"),
-])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: layer_parameters(0, 3), "d_in"),
+        (lambda: layer_parameters(3, 2.0), "d_out"),
+        (lambda: layer_parameters(3, 2, bias=1), "bias"),
+        (lambda: count_parameters([5]), "at least two"),
+        (lambda: count_parameters([5, -1]), r"widths\[1\]"),
+        (lambda: count_parameters(7), "widths"),
+        (lambda: output_activations(0, 4), "batch"),
+        (lambda: training_memory_bytes(-5), "n_params"),
+        (lambda: training_memory_bytes(5, 0), "bytes_per_value"),
+        (lambda: training_memory_bytes(5, 4, ["adam"]), "unknown optimizer"),
+    ],
+)
 def test_bad_arguments_are_named(call, name):
     with pytest.raises(ValueError, match=name):
         call()

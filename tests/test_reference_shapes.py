@@ -8,8 +8,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grader.reference.shapes import (collapse_affine, find_mismatch, layer_shapes, linear_forward, relu,
-                                     to_torch_linear)
+from grader.reference.shapes import (
+    collapse_affine,
+    find_mismatch,
+    layer_shapes,
+    linear_forward,
+    relu,
+    to_torch_linear,
+)
 
 RUNNING_X = np.array([2.0, 4.0, 1.0])
 RUNNING_W = np.array([[0.5, -1.0, 2.0], [-0.25, 0.5, 1.0], [1.0, 0.25, -0.5]])
@@ -61,8 +67,11 @@ def test_seed_004_layer_and_the_x2_that_zeroes_y1():
     W = np.array([[2.0, -1.0, 0.5], [0.0, 1.0, 1.0]])
     b = np.array([1.0, -2.0])
     np.testing.assert_allclose(linear_forward(np.array([1.0, 3.0, 2.0]), W, b), [1.0, 3.0], atol=1e-12)
-    np.testing.assert_allclose(linear_forward(np.array([[1.0, 3.0, 2.0], [0.0, 0.0, 0.0]]), W, b),
-                               [[1.0, 3.0], [1.0, -2.0]], atol=1e-12)
+    np.testing.assert_allclose(
+        linear_forward(np.array([[1.0, 3.0, 2.0], [0.0, 0.0, 0.0]]), W, b),
+        [[1.0, 3.0], [1.0, -2.0]],
+        atol=1e-12,
+    )
     y1 = lambda x2: linear_forward(np.array([1.0, x2, 2.0]), W, b)[0]  # noqa: E731  (affine in x2)
     slope = y1(1.0) - y1(0.0)
     x2_zero = -y1(0.0) / slope
@@ -76,8 +85,17 @@ def test_layer_shapes_for_exercises_1_and_2():
     assert layer_shapes(np.int64(7), 73, batch=1) == {"x": (1, 7), "W": (73, 7), "b": (73,), "z": (1, 73)}
 
 
-@pytest.mark.parametrize("args, name", [((0, 3), "d_in"), ((3, -1), "d_out"), ((3, 2, 0), "batch"),
-                                        ((2.5, 3), "d_in"), ((True, 3), "d_in"), ((3, 3, "8"), "batch")])
+@pytest.mark.parametrize(
+    "args, name",
+    [
+        ((0, 3), "d_in"),
+        ((3, -1), "d_out"),
+        ((3, 2, 0), "batch"),
+        ((2.5, 3), "d_in"),
+        ((True, 3), "d_in"),
+        ((3, 3, "8"), "batch"),
+    ],
+)
 def test_layer_shapes_rejects_bad_sizes_by_name(args, name):
     with pytest.raises(ValueError, match=name):
         layer_shapes(*args)
@@ -89,7 +107,9 @@ def test_linear_forward_and_to_torch_linear_agree_with_torch_in_float64(batch, d
     rng = np.random.default_rng(seed)
     X, W, b = rng.normal(size=(batch, d_in)), rng.normal(size=(d_out, d_in)), rng.normal(size=d_out)
     copies = [X.copy(), W.copy(), b.copy()]
-    expected = torch.nn.functional.linear(torch.from_numpy(X), torch.from_numpy(W), torch.from_numpy(b)).numpy()
+    expected = torch.nn.functional.linear(
+        torch.from_numpy(X), torch.from_numpy(W), torch.from_numpy(b)
+    ).numpy()
     Z = linear_forward(X, W, b)
     assert Z.shape == layer_shapes(d_in, d_out, batch)["z"]
     np.testing.assert_allclose(Z, expected, rtol=1e-12, atol=1e-12)
@@ -157,17 +177,33 @@ def test_collapse_affine_rejects_layers_that_do_not_chain():
         collapse_affine(np.ones((4, 3)), np.ones(4), np.ones((2, 5)), np.ones(2))
 
 
-@pytest.mark.parametrize("shape, in_features, expected", [
-    ((32, 10), 12, (1, 10, 12)), ((32, 12), 12, None), ((10,), 12, (0, 10, 12)), ((12,), 12, None),
-    ((8, 7, 73), 73, None), ((8, 7, 73), 7, (2, 73, 7)), ((12, 10), 12, (1, 10, 12)), ([0, 5], 5, None),
-])
+@pytest.mark.parametrize(
+    "shape, in_features, expected",
+    [
+        ((32, 10), 12, (1, 10, 12)),
+        ((32, 12), 12, None),
+        ((10,), 12, (0, 10, 12)),
+        ((12,), 12, None),
+        ((8, 7, 73), 73, None),
+        ((8, 7, 73), 7, (2, 73, 7)),
+        ((12, 10), 12, (1, 10, 12)),
+        ([0, 5], 5, None),
+    ],
+)
 def test_find_mismatch(shape, in_features, expected):
     assert find_mismatch(shape, in_features) == expected
 
 
-@pytest.mark.parametrize("shape, in_features, name", [((), 3, "at least one axis"), ((3, -1), 3, r"input_shape\[1\]"),
-                                                      ("32", 3, "input_shape"), ((3, 2.0), 3, r"input_shape\[1\]"),
-                                                      ((3, 4), 0, "in_features")])
+@pytest.mark.parametrize(
+    "shape, in_features, name",
+    [
+        ((), 3, "at least one axis"),
+        ((3, -1), 3, r"input_shape\[1\]"),
+        ("32", 3, "input_shape"),
+        ((3, 2.0), 3, r"input_shape\[1\]"),
+        ((3, 4), 0, "in_features"),
+    ],
+)
 def test_find_mismatch_rejects_bad_input(shape, in_features, name):
     with pytest.raises(ValueError, match=name):
         find_mismatch(shape, in_features)

@@ -64,7 +64,9 @@ def test_row_parallel_forward_equals_the_unsplit_layer(layer):
 def test_row_parallel_adds_the_bias_exactly_once():
     X, W, b = np.zeros((2, 6)), np.zeros((3, 6)), np.array([1.0, -2.0, 0.5])
     for n in (1, 2, 3, 6):
-        assert np.array_equal(ref.row_parallel_forward(X, ref.split_input_columns(W, n), b), np.tile(b, (2, 1)))
+        assert np.array_equal(
+            ref.row_parallel_forward(X, ref.split_input_columns(W, n), b), np.tile(b, (2, 1))
+        )
 
 
 def test_uneven_split_sizes_follow_array_split():
@@ -84,7 +86,9 @@ def test_blocks_are_copies():
 
 @settings(max_examples=40, deadline=None)
 @given(SIZES, SIZES, SIZES, SIZES, WORLD_SIZES, st.booleans(), st.integers(0, 2**32 - 1))
-def test_column_then_row_block_equals_the_unsplit_block_with_one_reduction(batch, d_in, d_hidden, d_out, n, relu, seed):
+def test_column_then_row_block_equals_the_unsplit_block_with_one_reduction(
+    batch, d_in, d_hidden, d_out, n, relu, seed
+):
     n = min(n, d_hidden)
     rng = np.random.default_rng(seed)
     X, W1, b1 = rng.normal(size=(batch, d_in)), rng.normal(size=(d_hidden, d_in)), rng.normal(size=d_hidden)
@@ -139,12 +143,16 @@ def test_communication_formula_matches_a_simulated_ring(p, batch, d_out):
     results, sent = ring_all_reduce(partials)
     for result in results:
         np.testing.assert_allclose(result, np.sum(partials, axis=0), rtol=1e-12, atol=1e-12)
-    assert np.mean(sent) == pytest.approx(ref.communication_elements("all_reduce", batch, d_out, p), rel=1e-12)
+    assert np.mean(sent) == pytest.approx(
+        ref.communication_elements("all_reduce", batch, d_out, p), rel=1e-12
+    )
 
     full = rng.normal(size=batch * d_out)
     gathered, sent = ring_all_gather(np.array_split(full, p))
     assert all(np.array_equal(np.concatenate(chunks), full) for chunks in gathered)
-    assert np.mean(sent) == pytest.approx(ref.communication_elements("all_gather", batch, d_out, p), rel=1e-12)
+    assert np.mean(sent) == pytest.approx(
+        ref.communication_elements("all_gather", batch, d_out, p), rel=1e-12
+    )
     if (batch * d_out) % p == 0:
         assert len(set(sent)) == 1
 
@@ -157,25 +165,38 @@ def test_communication_elements_values():
     assert isinstance(ref.communication_elements("all_gather", 2, 2, 2), float)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: ref.communication_elements("broadcast", 2, 3, 4), "known collectives: 'all_gather', 'all_reduce'"),
-    (lambda: ref.communication_elements(["all_reduce"], 2, 3, 4), "unknown collective"),
-    (lambda: ref.communication_elements("all_reduce", 0, 3, 4), "batch"),
-    (lambda: ref.communication_elements("all_reduce", 2, 3, True), "world_size"),
-    (lambda: ref.split_output_rows(np.ones((3, 2)), np.ones(3), 4), "cannot split 3 output units (rows of W) across 4 ranks"),
-    (lambda: ref.split_output_rows(np.ones((3, 2)), np.ones(2), 1), "one bias per row"),
-    (lambda: ref.split_output_rows(np.ones((3, 2)), np.ones(3), 0), "n must be a positive integer"),
-    (lambda: ref.split_output_rows(np.ones((3, 2)), np.ones(3), 1.5), "n must be a positive integer"),
-    (lambda: ref.split_input_columns(np.ones(3), 1), "W must be 2-D"),
-    (lambda: ref.split_input_columns(np.ones((3, 2)), 3), "cannot split 2 input features"),
-    (lambda: ref.column_parallel_forward(np.ones((2, 3)), []), "non-empty list"),
-    (lambda: ref.column_parallel_forward(np.ones((2, 3)), [np.ones((2, 3))]), "must be a pair"),
-    (lambda: ref.column_parallel_forward(np.ones((2, 3)), [(np.ones((2, 4)), np.ones(2))]), "rank 0"),
-    (lambda: ref.row_parallel_forward(np.ones((2, 3)), [np.ones((2, 2))], np.ones(2)), "do not fit"),
-    (lambda: ref.row_parallel_forward(np.ones((2, 3)), [np.ones((2, 3))], np.full(2, np.nan)), "NaN"),
-    (lambda: ref.column_row_block(np.ones((2, 3)), np.ones((4, 3)), np.ones(3), np.ones((2, 4)), np.ones(2), 2),
-     "b1 (3,)"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda: ref.communication_elements("broadcast", 2, 3, 4),
+            "known collectives: 'all_gather', 'all_reduce'",
+        ),
+        (lambda: ref.communication_elements(["all_reduce"], 2, 3, 4), "unknown collective"),
+        (lambda: ref.communication_elements("all_reduce", 0, 3, 4), "batch"),
+        (lambda: ref.communication_elements("all_reduce", 2, 3, True), "world_size"),
+        (
+            lambda: ref.split_output_rows(np.ones((3, 2)), np.ones(3), 4),
+            "cannot split 3 output units (rows of W) across 4 ranks",
+        ),
+        (lambda: ref.split_output_rows(np.ones((3, 2)), np.ones(2), 1), "one bias per row"),
+        (lambda: ref.split_output_rows(np.ones((3, 2)), np.ones(3), 0), "n must be a positive integer"),
+        (lambda: ref.split_output_rows(np.ones((3, 2)), np.ones(3), 1.5), "n must be a positive integer"),
+        (lambda: ref.split_input_columns(np.ones(3), 1), "W must be 2-D"),
+        (lambda: ref.split_input_columns(np.ones((3, 2)), 3), "cannot split 2 input features"),
+        (lambda: ref.column_parallel_forward(np.ones((2, 3)), []), "non-empty list"),
+        (lambda: ref.column_parallel_forward(np.ones((2, 3)), [np.ones((2, 3))]), "must be a pair"),
+        (lambda: ref.column_parallel_forward(np.ones((2, 3)), [(np.ones((2, 4)), np.ones(2))]), "rank 0"),
+        (lambda: ref.row_parallel_forward(np.ones((2, 3)), [np.ones((2, 2))], np.ones(2)), "do not fit"),
+        (lambda: ref.row_parallel_forward(np.ones((2, 3)), [np.ones((2, 3))], np.full(2, np.nan)), "NaN"),
+        (
+            lambda: ref.column_row_block(
+                np.ones((2, 3)), np.ones((4, 3)), np.ones(3), np.ones((2, 4)), np.ones(2), 2
+            ),
+            "b1 (3,)",
+        ),
+    ],
+)
 def test_bad_input_gets_a_clear_value_error(call, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         call()

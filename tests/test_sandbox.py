@@ -73,6 +73,7 @@ def wait_until_gone(uid, timeout=3.0):
 
 # ----------------------------------------------------------------------------- the warm interpreter
 
+
 def test_zygote_preloads_libraries_and_no_grading_code(sandbox):
     assert {"numpy", "torch", "matplotlib.pyplot"} <= set(sandbox.info["preloaded"])
     assert sandbox.info["forbidden_modules"] == []
@@ -84,9 +85,12 @@ def test_every_isolation_mechanism_is_available_as_root(sandbox):
 
 
 def test_student_process_has_agg_backend_and_preloaded_torch(session):
-    assert run(session, "import sys, matplotlib\nbackend = matplotlib.get_backend()\n"
-                        "warm = 'torch' in sys.modules\nipython = 'IPython' in sys.modules\n"
-                        "grading = sorted(m for m in sys.modules if m.startswith(('grader.checks', 'grader.reference')))").ok
+    assert run(
+        session,
+        "import sys, matplotlib\nbackend = matplotlib.get_backend()\n"
+        "warm = 'torch' in sys.modules\nipython = 'IPython' in sys.modules\n"
+        "grading = sorted(m for m in sys.modules if m.startswith(('grader.checks', 'grader.reference')))",
+    ).ok
     assert session.value("backend").lower() == "agg"
     assert session.value("warm") is True
     assert session.value("ipython") is False and session.value("grading") == []
@@ -94,12 +98,23 @@ def test_student_process_has_agg_backend_and_preloaded_torch(session):
 
 @needs_root
 def test_student_runs_as_slot_user_in_empty_private_dir_with_scrubbed_env(session, monkeypatch):
-    assert run(session, "import os\nwho = (os.getuid(), os.getgid(), os.getcwd(), os.listdir('.'),\n"
-                        "       sorted(os.environ), os.getsid(0) == os.getpid())").ok
+    assert run(
+        session,
+        "import os\nwho = (os.getuid(), os.getgid(), os.getcwd(), os.listdir('.'),\n"
+        "       sorted(os.environ), os.getsid(0) == os.getpid())",
+    ).ok
     uid, gid, cwd, listing, env, leader = session.value("who")
     assert uid == gid == session.uid and uid != 0
     assert cwd == "/tmp/work" and listing == []
-    assert set(env) <= {"PATH", "HOME", "TMPDIR", "LANG", "MPLBACKEND", "PYTHONDONTWRITEBYTECODE", "MPLCONFIGDIR"}
+    assert set(env) <= {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LANG",
+        "MPLBACKEND",
+        "PYTHONDONTWRITEBYTECODE",
+        "MPLCONFIGDIR",
+    }
     assert leader is True
 
 
@@ -116,15 +131,22 @@ def test_secret_and_nbgrader_variables_never_reach_student_code(sandbox, monkeyp
 
 # ----------------------------------------------------------------------------- isolation
 
+
 def test_each_submission_gets_a_fresh_process(sandbox, course):
     with sandbox.session() as first:
         first.start()
-        assert run(first, "import builtins, numpy as np\nbuiltins.LEFT_OVER = 1\nnp.LEFT_OVER = 2\npid = __import__('os').getpid()").ok
+        assert run(
+            first,
+            "import builtins, numpy as np\nbuiltins.LEFT_OVER = 1\nnp.LEFT_OVER = 2\npid = __import__('os').getpid()",
+        ).ok
         first_pid = first.value("pid")
     with sandbox.session() as second:
         second.start()
-        assert run(second, "import builtins, numpy as np, os\n"
-                           "seen = (hasattr(builtins, 'LEFT_OVER'), hasattr(np, 'LEFT_OVER'), os.getpid())").ok
+        assert run(
+            second,
+            "import builtins, numpy as np, os\n"
+            "seen = (hasattr(builtins, 'LEFT_OVER'), hasattr(np, 'LEFT_OVER'), os.getpid())",
+        ).ok
         leftover_builtin, leftover_numpy, second_pid = second.value("seen")
     assert not leftover_builtin and not leftover_numpy
     assert second_pid != first_pid
@@ -132,10 +154,19 @@ def test_each_submission_gets_a_fresh_process(sandbox, course):
 
 @needs_root
 def test_files_written_by_one_student_are_invisible_to_the_next(sandbox):
-    places = ["/tmp/note.txt", "/var/tmp/note.txt", "/dev/shm/note.txt", "note.txt",
-              os.path.expanduser("~") + "/note.txt", str(REPO / "note.txt"), "/work/note.txt"]
-    writer = "import os\nwritten = []\nfor p in %r:\n    try:\n        open(p, 'w').write('from alice')\n" \
-             "        written.append(p)\n    except OSError:\n        pass\n" % places
+    places = [
+        "/tmp/note.txt",
+        "/var/tmp/note.txt",
+        "/dev/shm/note.txt",
+        "note.txt",
+        os.path.expanduser("~") + "/note.txt",
+        str(REPO / "note.txt"),
+        "/work/note.txt",
+    ]
+    writer = (
+        "import os\nwritten = []\nfor p in %r:\n    try:\n        open(p, 'w').write('from alice')\n"
+        "        written.append(p)\n    except OSError:\n        pass\n" % places
+    )
     with sandbox.session() as alice:
         alice.start()
         assert run(alice, writer).ok
@@ -149,13 +180,20 @@ def test_files_written_by_one_student_are_invisible_to_the_next(sandbox):
 
 @needs_root
 def test_student_cannot_read_course_sources_reference_or_grader(session, course):
-    secrets = [REPO / "grader" / "reference" / "shapes.py", REPO / "grader" / "checks" / "base.py",
-               REPO / "course.yml", REPO / "source" / "01_shapes" / "01_shapes.ipynb",
-               course.root / "source" / kit.ASSIGNMENT / f"{kit.ASSIGNMENT}.ipynb", course.root / "course.yml"]
-    probe = ("import os\nread = {}\nfor p in %r:\n    try:\n        read[p] = open(p).read()\n"
-             "    except OSError as e:\n        read[p] = type(e).__name__\n"
-             "listed = {d: os.listdir(d) if os.path.isdir(d) else None for d in %r}\n"
-             "try:\n    import grader.reference.shapes\n    imported = True\nexcept ImportError:\n    imported = False\n")
+    secrets = [
+        REPO / "grader" / "reference" / "shapes.py",
+        REPO / "grader" / "checks" / "base.py",
+        REPO / "course.yml",
+        REPO / "source" / "01_shapes" / "01_shapes.ipynb",
+        course.root / "source" / kit.ASSIGNMENT / f"{kit.ASSIGNMENT}.ipynb",
+        course.root / "course.yml",
+    ]
+    probe = (
+        "import os\nread = {}\nfor p in %r:\n    try:\n        read[p] = open(p).read()\n"
+        "    except OSError as e:\n        read[p] = type(e).__name__\n"
+        "listed = {d: os.listdir(d) if os.path.isdir(d) else None for d in %r}\n"
+        "try:\n    import grader.reference.shapes\n    imported = True\nexcept ImportError:\n    imported = False\n"
+    )
     folders = [str(REPO / "grader"), str(REPO / "source"), str(course.root)]
     assert run(session, probe % ([str(p) for p in secrets], folders)).ok
     read = session.value("read")
@@ -168,13 +206,17 @@ def test_student_cannot_read_course_sources_reference_or_grader(session, course)
 @needs_root
 def test_private_root_holds_no_handle_to_the_outside(sandbox, monkeypatch):
     from grader.sandbox import runner
+
     doubled = [runner.VISIBLE_TO_STUDENTS[-1] + "/", runner.VISIBLE_TO_STUDENTS[-1] + "/."]
     monkeypatch.setattr(runner, "VISIBLE_TO_STUDENTS", runner.VISIBLE_TO_STUDENTS + doubled)
     with sandbox.session(hide=lambda: pytest.fail("the private root needs no list of hidden paths")) as live:
         live.start()
-        assert run(live, "import os\nfds = {}\nfor fd in os.listdir('/proc/self/fd'):\n    try:\n"
-                         "        fds[int(fd)] = os.readlink('/proc/self/fd/' + fd)\n    except OSError:\n"
-                         "        pass").ok
+        assert run(
+            live,
+            "import os\nfds = {}\nfor fd in os.listdir('/proc/self/fd'):\n    try:\n"
+            "        fds[int(fd)] = os.readlink('/proc/self/fd/' + fd)\n    except OSError:\n"
+            "        pass",
+        ).ok
         fds = live.value("fds")
     assert sorted(fds)[:4] == [0, 1, 2, 3] and fds[0] == "/dev/null"
     outside = {fd: target for fd, target in fds.items() if target.startswith("/") and target != "/dev/null"}
@@ -189,9 +231,11 @@ def test_student_sees_no_other_files_on_the_machine(session, tmp_path_factory):
         decoy.write_text("instructor notes")
         decoy.chmod(0o644)
         decoy_folder.chmod(0o755)
-        probe = ("import os\nseen = {}\nfor p in %r:\n    try:\n        seen[p] = open(p).read()\n"
-                 "    except OSError as e:\n        seen[p] = type(e).__name__\n"
-                 "top = sorted(os.listdir('/'))\n")
+        probe = (
+            "import os\nseen = {}\nfor p in %r:\n    try:\n        seen[p] = open(p).read()\n"
+            "    except OSError as e:\n        seen[p] = type(e).__name__\n"
+            "top = sorted(os.listdir('/'))\n"
+        )
         course_source = str(REPO / "source" / "01_shapes" / "01_shapes.ipynb")
         places = [str(decoy), course_source, "/etc/hostname"]
         assert run(session, probe % places).ok
@@ -215,8 +259,11 @@ def test_no_network_not_even_the_graders_loopback(session):
     server.setblocking(False)
     port = server.getsockname()[1]
     try:
-        assert run(session, f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
-                            "    reached = 'connected'\nexcept OSError as e:\n    reached = type(e).__name__").ok
+        assert run(
+            session,
+            f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+            "    reached = 'connected'\nexcept OSError as e:\n    reached = type(e).__name__",
+        ).ok
         assert session.value("reached") != "connected"
         with pytest.raises(BlockingIOError):
             server.accept()
@@ -226,16 +273,21 @@ def test_no_network_not_even_the_graders_loopback(session):
 
 @needs_root
 def test_student_sees_only_its_own_processes(session):
-    assert run(session, "import os\nvisible = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
-                        "me = os.getpid()").ok
+    assert run(
+        session,
+        "import os\nvisible = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\nme = os.getpid()",
+    ).ok
     assert session.value("visible") == [session.value("me")]
     assert os.getpid() not in session.value("visible")
 
 
 def test_output_is_captured_and_capped_without_blocking(session):
     start = time.monotonic()
-    outcome = run(session, "import sys\nprint('first line')\nchunk = 'x' * 65536\n"
-                           "for _ in range(800):\n    sys.stdout.write(chunk)\nprint('done', file=sys.stderr)")
+    outcome = run(
+        session,
+        "import sys\nprint('first line')\nchunk = 'x' * 65536\n"
+        "for _ in range(800):\n    sys.stdout.write(chunk)\nprint('done', file=sys.stderr)",
+    )
     assert outcome.ok and time.monotonic() - start < 30
     session.close()
     text = session.output_text()
@@ -248,9 +300,11 @@ def test_output_is_captured_and_capped_without_blocking(session):
 def test_process_tree_is_gone_after_the_session(sandbox):
     live = sandbox.session()
     live.start()
-    spawn = ("import os, subprocess, time\nsleeper = subprocess.Popen(['sleep', '300'])\n"
-             "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(300)\n    os._exit(0)\n"
-             "time.sleep(0.2)\n")
+    spawn = (
+        "import os, subprocess, time\nsleeper = subprocess.Popen(['sleep', '300'])\n"
+        "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(300)\n    os._exit(0)\n"
+        "time.sleep(0.2)\n"
+    )
     assert run(live, spawn).ok
     uid = live.uid
     assert len(processes_of(uid)) >= 3
@@ -261,10 +315,14 @@ def test_process_tree_is_gone_after_the_session(sandbox):
 @needs_root
 def test_fork_bomb_is_capped_and_cleaned_up(sandbox):
     live = sandbox.session()
-    live.limits = dataclasses.replace(live.limits, part_timeout_s=20)  # ~100 forks of a warm interpreter, on a busy machine
+    live.limits = dataclasses.replace(
+        live.limits, part_timeout_s=20
+    )  # ~100 forks of a warm interpreter, on a busy machine
     live.start()
-    bomb = ("import os\nn = 0\nwhile True:\n    try:\n        pid = os.fork()\n    except OSError:\n"
-            "        break\n    if pid == 0:\n        import time\n        time.sleep(300)\n        os._exit(0)\n    n += 1\n")
+    bomb = (
+        "import os\nn = 0\nwhile True:\n    try:\n        pid = os.fork()\n    except OSError:\n"
+        "        break\n    if pid == 0:\n        import time\n        time.sleep(300)\n        os._exit(0)\n    n += 1\n"
+    )
     outcome = run(live, bomb)
     assert outcome.ok
     assert live.value("n") < 64 + 8 * (os.cpu_count() or 1)
@@ -282,6 +340,7 @@ def test_memory_cap_turns_a_huge_allocation_into_an_error(session):
 
 # ----------------------------------------------------------------------------- timeouts, crashes, restarts
 
+
 def test_hanging_cell_is_skipped_and_state_replayed(session):
     assert run(session, "a = 20", "<cell a>").ok
     hung = run(session, "while True:\n    pass", "<cell hang>")
@@ -297,7 +356,10 @@ def test_exiting_cell_is_skipped_with_its_exit_status(session):
     assert died.status == "crashed" and died.message.endswith("the process exited with status 7")
     assert run(session, "b = a + 1").ok and session.value("b") == 2
     cut = run(session, "import os\nos.close(3)", "<cell cut>")
-    assert cut.status == "crashed" and "closed or overwrote the process's connection to the grader" in cut.message
+    assert (
+        cut.status == "crashed"
+        and "closed or overwrote the process's connection to the grader" in cut.message
+    )
     assert run(session, "c = b + 1").ok and session.value("c") == 3
 
 
@@ -329,12 +391,15 @@ def test_notebook_deadline_stops_everything(sandbox):
 
 # ----------------------------------------------------------------------------- the data boundary
 
+
 def test_remote_function_behaves_like_local_function(session):
-    source = ("import numpy as np\n"
-              "def scale(x, factor):\n    return x * factor\n"
-              "def inplace(x):\n    x *= 2\n    return x\n"
-              "def stub(x):\n    raise NotImplementedError('Task 9.9: write it')\n"
-              "def broken(x):\n    return {}['missing']\n")
+    source = (
+        "import numpy as np\n"
+        "def scale(x, factor):\n    return x * factor\n"
+        "def inplace(x):\n    x *= 2\n    return x\n"
+        "def stub(x):\n    raise NotImplementedError('Task 9.9: write it')\n"
+        "def broken(x):\n    return {}['missing']\n"
+    )
     assert run(session, source).ok
     namespace = {}
     exec(source, namespace)
@@ -353,9 +418,12 @@ def test_remote_function_behaves_like_local_function(session):
 
 
 def test_values_arrive_as_data(session):
-    assert run(session, "import torch\nt = torch.ones(2, 3, requires_grad=True)\nlayer = torch.nn.Linear(3, 2)\n"
-                        "gen = (i for i in range(3))\nclass Liar:\n    def __eq__(self, other):\n        return True\n"
-                        "liar = Liar()\nnums = [1, 2.5, (3, 'x')]").ok
+    assert run(
+        session,
+        "import torch\nt = torch.ones(2, 3, requires_grad=True)\nlayer = torch.nn.Linear(3, 2)\n"
+        "gen = (i for i in range(3))\nclass Liar:\n    def __eq__(self, other):\n        return True\n"
+        "liar = Liar()\nnums = [1, 2.5, (3, 'x')]",
+    ).ok
     tensor = session.value("t")
     assert type(tensor) is TensorData and tensor.array.shape == (2, 3) and tensor.requires_grad
     assert type(session.value("layer")) is LinearData
@@ -399,6 +467,7 @@ def test_without_isolation_still_separate_process_with_a_warning(course, tmp_pat
 
 
 # ----------------------------------------------------------------------------- grade_submission
+
 
 def test_honest_submission_gets_full_marks_quickly(course, sandbox, tmp_path):
     path = kit.write_submission(tmp_path / "alice" / "nb.ipynb")
@@ -445,23 +514,44 @@ def test_same_notebook_graded_twice_gives_identical_results(course, sandbox, tmp
 def test_result_dict_has_the_documented_keys(course, sandbox, tmp_path):
     result = grade(course, sandbox, kit.write_submission(tmp_path / "a.ipynb"))
     data = result.to_dict()
-    assert list(data) == ["notebook", "assignment", "student", "score", "max_score", "parts", "error", "warnings"]
+    assert list(data) == [
+        "notebook",
+        "assignment",
+        "student",
+        "score",
+        "max_score",
+        "parts",
+        "error",
+        "warnings",
+    ]
     assert data["parts"][0] == result.parts[0].to_dict()
     json.dumps(data)
 
 
-@pytest.mark.parametrize("content, expected", [
-    (b"{not json", "invalid JSON"),
-    (b"[" * 100_000, "invalid JSON"),
-    (bytes(range(256)) * 40, "not UTF-8"),
-    (b"", "is empty"),
-    (b"[1, 2, 3]", "no list of cells"),
-    (json.dumps({"cells": [], "nbformat": 3}).encode(), "nbformat 3"),
-    (json.dumps({"cells": [{"cell_type": "code", "source": 5}], "nbformat": 4}).encode(), "cell 1"),
-    (json.dumps({"cells": ["oops"], "nbformat": 4}).encode(), "cell 1 is not a notebook cell (it is a str"),
-    (json.dumps({"cells": [{"cell_type": 7}], "nbformat": 4}).encode(), "cell 1 is not a notebook cell (its cell_type is 7)"),
-    (json.dumps({"cells": [{"cell_type": "code", "source": ["x = 1", None]}], "nbformat": 4}).encode(), "cell 1"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (b"{not json", "invalid JSON"),
+        (b"[" * 100_000, "invalid JSON"),
+        (bytes(range(256)) * 40, "not UTF-8"),
+        (b"", "is empty"),
+        (b"[1, 2, 3]", "no list of cells"),
+        (json.dumps({"cells": [], "nbformat": 3}).encode(), "nbformat 3"),
+        (json.dumps({"cells": [{"cell_type": "code", "source": 5}], "nbformat": 4}).encode(), "cell 1"),
+        (
+            json.dumps({"cells": ["oops"], "nbformat": 4}).encode(),
+            "cell 1 is not a notebook cell (it is a str",
+        ),
+        (
+            json.dumps({"cells": [{"cell_type": 7}], "nbformat": 4}).encode(),
+            "cell 1 is not a notebook cell (its cell_type is 7)",
+        ),
+        (
+            json.dumps({"cells": [{"cell_type": "code", "source": ["x = 1", None]}], "nbformat": 4}).encode(),
+            "cell 1",
+        ),
+    ],
+)
 def test_malformed_notebook_gives_clear_error_and_zeros(course, sandbox, tmp_path, content, expected):
     path = tmp_path / "broken.ipynb"
     path.write_bytes(content)
@@ -479,13 +569,19 @@ def test_missing_file_and_unknown_assignment(course, sandbox, tmp_path):
 
 
 def test_notebook_of_another_assignment_is_rejected(course, sandbox, tmp_path):
-    other = [kit.code("def linear_forward(x, W, b):\n    return x", {"grade_id": "answer_linear_forward",
-                                                                       "solution": True})]
+    other = [
+        kit.code(
+            "def linear_forward(x, W, b):\n    return x",
+            {"grade_id": "answer_linear_forward", "solution": True},
+        )
+    ]
     result = grade(course, sandbox, kit.write_submission(tmp_path / "other.ipynb", cells=other))
     assert "none of the answer cells" in result.error
     assert [p.id for p in result.parts] == [p.id for p in course.assignment(kit.ASSIGNMENT).parts]
-    assert all(p.score == 0 and p.status == Status.ERROR and "none of the answer cells" in p.feedback
-               for p in result.parts)
+    assert all(
+        p.score == 0 and p.status == Status.ERROR and "none of the answer cells" in p.feedback
+        for p in result.parts
+    )
 
 
 def test_a_sandbox_failure_keeps_the_free_text_answer_and_asks_for_a_regrade(course, tmp_path):
@@ -494,6 +590,7 @@ def test_a_sandbox_failure_keeps_the_free_text_answer_and_asks_for_a_regrade(cou
 
         def session(self, **_):
             raise SandboxError("no student process can start")
+
     result = grade(course, NoSessions(), kit.write_submission(tmp_path / "a.ipynb"))
     assert "could not run this notebook safely: no student process can start" in result.error and result.retry
     assert kit.part(result, "explain").status == Status.MANUAL
@@ -512,7 +609,9 @@ def test_deleted_answer_cells_cost_only_their_parts(course, sandbox, tmp_path):
 
 def test_duplicated_answer_cell_uses_the_first_and_says_so(course, sandbox, tmp_path):
     cells = kit.submission_cells({"answer_square": "def square(x):\n    return x + 1\n"})
-    index = next(i for i, c in enumerate(cells) if c["metadata"].get("nbgrader", {}).get("grade_id") == "answer_square")
+    index = next(
+        i for i, c in enumerate(cells) if c["metadata"].get("nbgrader", {}).get("grade_id") == "answer_square"
+    )
     cells.insert(index + 1, kit.answer("answer_square", kit.HONEST["answer_square"]))
     result = grade(course, sandbox, kit.write_submission(tmp_path / "dup.ipynb", cells=cells))
     assert kit.part(result, "square").score == 0
@@ -539,9 +638,11 @@ def test_answer_cell_of_the_wrong_type(course, sandbox, tmp_path):
 
 
 def test_failing_answer_cells_are_reported_per_part(course, sandbox, tmp_path):
-    overrides = {"answer_magic": "magic = undefined_name\n",
-                 "answer_double": "def double(x):\n    raise NotImplementedError('Task 1.1: double x')\n",
-                 "answer_formula": "import os\nos._exit(1)\n"}
+    overrides = {
+        "answer_magic": "magic = undefined_name\n",
+        "answer_double": "def double(x):\n    raise NotImplementedError('Task 1.1: double x')\n",
+        "answer_formula": "import os\nos._exit(1)\n",
+    }
     result = grade(course, sandbox, kit.write_submission(tmp_path / "a.ipynb", overrides))
     magic, double, formula = (kit.part(result, name) for name in ("magic", "double", "formula"))
     assert magic.score == 0 and "NameError" in magic.feedback
@@ -551,11 +652,17 @@ def test_failing_answer_cells_are_reported_per_part(course, sandbox, tmp_path):
 
 
 def test_grading_submissions_in_parallel_threads(course, sandbox, tmp_path):
-    paths = [kit.write_submission(tmp_path / f"s{i}" / "nb.ipynb",
-                                  {"answer_magic": f"magic = {42 if i % 2 == 0 else 7}\n"}) for i in range(4)]
+    paths = [
+        kit.write_submission(
+            tmp_path / f"s{i}" / "nb.ipynb", {"answer_magic": f"magic = {42 if i % 2 == 0 else 7}\n"}
+        )
+        for i in range(4)
+    ]
     results = [None] * 4
-    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, grade(course, sandbox, paths[i], f"s{i}")))
-               for i in range(4)]
+    threads = [
+        threading.Thread(target=lambda i=i: results.__setitem__(i, grade(course, sandbox, paths[i], f"s{i}")))
+        for i in range(4)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -592,8 +699,13 @@ print(json.dumps({{"scores": kit.scores(result), "warnings": result.warnings, "o
 def test_without_namespaces_the_rest_still_works_and_says_so_loudly(tmp_path):
     script = tmp_path / "degraded.py"
     script.write_text(DEGRADED_SCRIPT.format(tests=str(REPO / "tests"), root=str(tmp_path / "course")))
-    done = subprocess.run(["capsh", "--drop=cap_sys_admin", "--", "-c", f"{sys.executable} {script}"],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        ["capsh", "--drop=cap_sys_admin", "--", "-c", f"{sys.executable} {script}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["scores"] == kit.FULL_MARKS
@@ -614,6 +726,7 @@ def test_a_dead_warm_interpreter_is_restarted(sandbox):
 
 # ----------------------------------------------------------------------------- the real course
 
+
 def _real_assignments():
     course = load_course()
     return [a.id for a in course.assignments if (course.root / "source" / a.id / a.notebook).exists()]
@@ -629,8 +742,14 @@ def real_sandbox():
 def test_real_source_notebook_earns_every_automatic_point(assignment_id, real_sandbox):
     course = load_course()
     assignment = course.assignment(assignment_id)
-    result = grade_submission(course, assignment_id, course.root / "source" / assignment_id / assignment.notebook,
-                              "reference-student", "test-secret", real_sandbox)
+    result = grade_submission(
+        course,
+        assignment_id,
+        course.root / "source" / assignment_id / assignment.notebook,
+        "reference-student",
+        "test-secret",
+        real_sandbox,
+    )
     assert result.error is None
     assert [p.id for p in result.parts] == [p.id for p in assignment.parts]
     for part in result.parts:

@@ -13,21 +13,34 @@ REPO = Path(__file__).resolve().parent.parent
 
 try:
     import distributed  # noqa: F401
+
     HAVE_DASK = True
 except ImportError:
     HAVE_DASK = False
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not HAVE_DASK, reason="dask and distributed are not installed "
-                                 "(pip install 'layers-course-grader[dask]')"),
-              pytest.mark.skipif(not (REPO / "source" / "01_shapes" / "01_shapes.ipynb").is_file(),
-                                 reason="the course notebooks are not built yet")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not HAVE_DASK,
+        reason="dask and distributed are not installed (pip install 'layers-course-grader[dask]')",
+    ),
+    pytest.mark.skipif(
+        not (REPO / "source" / "01_shapes" / "01_shapes.ipynb").is_file(),
+        reason="the course notebooks are not built yet",
+    ),
+]
 
 
 def test_scale_smoke_run_prints_the_table(tmp_path):
     env = {key: value for key, value in os.environ.items() if key != "LAYERS_GRADER_SECRET"}
-    done = subprocess.run([sys.executable, "benchmarks/scale.py", "-n", "4", "--dir", str(tmp_path)], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, "benchmarks/scale.py", "-n", "4", "--dir", str(tmp_path)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     header = next(line for line in lines if line.startswith("| N |"))
@@ -40,6 +53,11 @@ def test_scale_smoke_run_prints_the_table(tmp_path):
 
 
 def test_scale_rejects_a_bad_count():
-    done = subprocess.run([sys.executable, "benchmarks/scale.py", "-n", "0"], cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "benchmarks/scale.py", "-n", "0"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "at least 1" in done.stderr

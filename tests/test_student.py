@@ -9,8 +9,16 @@ import pytest
 
 from grader import codec
 from grader.codec import CallableSpec, Unsupported
-from grader.student import (LocalFunction, MissingFunction, NotDefined, StudentCrashed, StudentRaised,
-                            call_and_encode, decode_reply, local_value)
+from grader.student import (
+    LocalFunction,
+    MissingFunction,
+    NotDefined,
+    StudentCrashed,
+    StudentRaised,
+    call_and_encode,
+    decode_reply,
+    local_value,
+)
 
 
 def test_arguments_arrive_as_writable_copies_and_results_come_back_as_data():
@@ -71,10 +79,15 @@ def test_returning_an_input_is_reported_but_an_equal_copy_is_not():
     assert returns_copy.last_returned_input == ()
 
 
-@pytest.mark.parametrize("error, type_name", [(ValueError("bad shape"), "ValueError"),
-                                              (SystemExit(2), "SystemExit"),
-                                              (NotImplementedError("stub"), "NotImplementedError"),
-                                              (ZeroDivisionError(), "ZeroDivisionError")])
+@pytest.mark.parametrize(
+    "error, type_name",
+    [
+        (ValueError("bad shape"), "ValueError"),
+        (SystemExit(2), "SystemExit"),
+        (NotImplementedError("stub"), "NotImplementedError"),
+        (ZeroDivisionError(), "ZeroDivisionError"),
+    ],
+)
 def test_exceptions_become_student_raised(error, type_name):
     def student(x):
         raise error
@@ -142,16 +155,26 @@ def test_non_callables_and_missing_functions():
         missing(np.ones(1))
 
 
-@pytest.mark.parametrize("reply", [b"garbage", codec.dumps([1, 2]), codec.dumps({"error": "text"}),
-                                   codec.dumps({"value": 1})[:-1], codec.dumps({"value": 1, "mutated": 5}),
-                                   codec.dumps({"value": 1, "returned_input": None})])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"garbage",
+        codec.dumps([1, 2]),
+        codec.dumps({"error": "text"}),
+        codec.dumps({"value": 1})[:-1],
+        codec.dumps({"value": 1, "mutated": 5}),
+        codec.dumps({"value": 1, "returned_input": None}),
+    ],
+)
 def test_unreadable_replies_are_crashes(reply):
     with pytest.raises(StudentCrashed):
         decode_reply(reply)
 
 
 def test_reply_indices_must_be_ints():
-    value, mutated, returned = decode_reply(codec.dumps({"value": 3, "mutated": [0, "x", 2.0], "returned_input": [1]}))
+    value, mutated, returned = decode_reply(
+        codec.dumps({"value": 3, "mutated": [0, "x", 2.0], "returned_input": [1]})
+    )
     assert (value, mutated, returned) == (3, (0,), (1,))
 
 
@@ -172,6 +195,7 @@ def test_local_value_is_a_decoded_read_only_copy():
 
 def test_a_value_too_large_to_read_fails_as_it_would_from_a_student_process(monkeypatch):
     from grader.inline import assert_part
+
     monkeypatch.setattr(codec, "roundtrip", lambda value: codec.loads(codec.dumps(value), max_bytes=200))
     with pytest.raises(StudentCrashed, match="could not be read: answer of .* exceeds the 200-byte limit"):
         local_value(np.zeros(100))

@@ -45,18 +45,36 @@ def rejected_quickly(text, parse=scalar) -> SymbolicError:
     return error.value
 
 
-@pytest.mark.parametrize("text", [
-    "d_out*(d_in + 1)", "d_in*d_out + d_out", "(d_in+1)*d_out", "d_out + d_out*d_in", "  d_out*(1 + d_in)  ",
-    "d_out*(d_in + 1.0)", "(d_in**2*d_out + d_in*d_out)/d_in", "sqrt(d_out**2)*(d_in + 1)",
-    "d_out*(d_in + 1)  # weights and biases", "+d_out*(d_in - (-1))", "2*d_out*(d_in + 1)/2",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "d_out*(d_in + 1)",
+        "d_in*d_out + d_out",
+        "(d_in+1)*d_out",
+        "d_out + d_out*d_in",
+        "  d_out*(1 + d_in)  ",
+        "d_out*(d_in + 1.0)",
+        "(d_in**2*d_out + d_in*d_out)/d_in",
+        "sqrt(d_out**2)*(d_in + 1)",
+        "d_out*(d_in + 1)  # weights and biases",
+        "+d_out*(d_in - (-1))",
+        "2*d_out*(d_in + 1)/2",
+    ],
+)
 def test_equivalent_scalar_forms_are_accepted(text):
     assert symbolic.scalar_equivalent(scalar(text), scalar("d_out*(d_in + 1)"))
 
 
-@pytest.mark.parametrize("text", [
-    "d_in*d_out", "d_in*(d_out + 1)", "d_out*(d_in + 1) + 1", "d_out*(d_in + 1.000001)", "(d_in + 1)*(d_out + 1)",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "d_in*d_out",
+        "d_in*(d_out + 1)",
+        "d_out*(d_in + 1) + 1",
+        "d_out*(d_in + 1.000001)",
+        "(d_in + 1)*(d_out + 1)",
+    ],
+)
 def test_different_scalar_forms_are_not_equivalent(text):
     assert not symbolic.scalar_equivalent(scalar(text), scalar("d_out*(d_in + 1)"))
 
@@ -124,8 +142,11 @@ def test_hostile_text_is_rejected_quickly_as_a_matrix(label):
 
 def test_nothing_is_executed(tmp_path):
     marker = tmp_path / "ran"
-    for text in (f"__import__('os').system('touch {marker}')", f"open('{marker}', 'w')",
-                 f"f'{{__import__(\"os\").system(\"touch {marker}\")}}'"):
+    for text in (
+        f"__import__('os').system('touch {marker}')",
+        f"open('{marker}', 'w')",
+        f"f'{{__import__(\"os\").system(\"touch {marker}\")}}'",
+    ):
         rejected_quickly(text)
     assert not marker.exists()
 
@@ -141,9 +162,15 @@ def test_empty_answers_are_rejected(text):
     assert "empty" in rejected_quickly(text).message
 
 
-@pytest.mark.parametrize("text, hint", [
-    ("d_in \u00d7 d_out", "*"), ("d_in \u2212 1", "-"), ("d\u00b2", "**2"), ("d_in \u00b7 d_out", "*"),
-])
+@pytest.mark.parametrize(
+    "text, hint",
+    [
+        ("d_in \u00d7 d_out", "*"),
+        ("d_in \u2212 1", "-"),
+        ("d\u00b2", "**2"),
+        ("d_in \u00b7 d_out", "*"),
+    ],
+)
 def test_unicode_operators_get_a_hint(text, hint):
     error = rejected_quickly(text)
     assert hint in error.message
@@ -159,10 +186,20 @@ def test_errors_name_the_column():
     assert "d_in" in rejected_quickly("D_in + 1").message
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("x.real", ".real"), ("foo(x)", "foo"), ("x[0]", "indexing"), ("lambda: x", "lambda"), ("f'{x}'", "f-string"),
-    ("9**9**9", "exponent"), ("x**17", "exponent"), ("2**400", "exponent"), ("1" * 13, "larger"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("x.real", ".real"),
+        ("foo(x)", "foo"),
+        ("x[0]", "indexing"),
+        ("lambda: x", "lambda"),
+        ("f'{x}'", "f-string"),
+        ("9**9**9", "exponent"),
+        ("x**17", "exponent"),
+        ("2**400", "exponent"),
+        ("1" * 13, "larger"),
+    ],
+)
 def test_messages_say_what_is_not_allowed(text, fragment):
     assert fragment in rejected_quickly(text).message
 
@@ -186,6 +223,7 @@ def test_sizes_of_intermediate_numbers_are_bounded():
 
 # Matrices.
 
+
 def test_matrix_products_and_transposes():
     assert matrix("G.T*X").shape == (OUT_, IN_)
     assert symbolic.matrix_equivalent(matrix("G.T*X"), matrix("(X.T@G).T"))
@@ -207,12 +245,15 @@ def test_example_sizes_are_distinct_primes():
     assert all(all(n % k for k in range(2, n)) for n in sizes)
 
 
-@pytest.mark.parametrize("text, parts", [
-    ("G.T*W", ["G.T (d_out x B)", "W (d_out x d_in)", "inner sizes B and d_out", "5x7 times 5x3"]),
-    ("W*G", ["W (d_out x d_in)", "G (B x d_out)", "5x3 times 7x5"]),
-    ("G*W.T", ["W.T (d_in x d_out)"]),
-    ("X + W", ["adds", "shapes differ"]),
-])
+@pytest.mark.parametrize(
+    "text, parts",
+    [
+        ("G.T*W", ["G.T (d_out x B)", "W (d_out x d_in)", "inner sizes B and d_out", "5x7 times 5x3"]),
+        ("W*G", ["W (d_out x d_in)", "G (B x d_out)", "5x3 times 7x5"]),
+        ("G*W.T", ["W.T (d_in x d_out)"]),
+        ("X + W", ["adds", "shapes differ"]),
+    ],
+)
 def test_shape_mismatch_names_the_shapes(text, parts):
     error = rejected_quickly(text, matrix)
     assert isinstance(error, ShapeMismatch)
@@ -221,11 +262,20 @@ def test_shape_mismatch_names_the_shapes(text, parts):
     assert error.column == text.index(next(c for c in text if c in "*+@")) + 1
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("G.sum(0)", "ones"), ("G.mean()", ".mean"), ("G + 1", "number and a matrix"), ("G**2", "powers"),
-    ("1/G", "divide by the matrix"), ("B", "matrix expression"), ("sqrt(G)", "numbers"), ("G.T.shape", ".shape"),
-    ("d_in@d_out", "matrices"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("G.sum(0)", "ones"),
+        ("G.mean()", ".mean"),
+        ("G + 1", "number and a matrix"),
+        ("G**2", "powers"),
+        ("1/G", "divide by the matrix"),
+        ("B", "matrix expression"),
+        ("sqrt(G)", "numbers"),
+        ("G.T.shape", ".shape"),
+        ("d_in@d_out", "matrices"),
+    ],
+)
 def test_matrix_misuse_is_explained(text, fragment):
     assert fragment in rejected_quickly(text, matrix).message
 

@@ -2,5 +2,11 @@
 
 from grader.checks.base import CHECKS, CheckContext, WrongAnswer, check, run_check  # noqa: F401
 from grader.checks import (  # noqa: F401,E402  (registers every check)
-    shapes, parameters, gradients, tensor_parallel, benchmark, formulas, quiz,
+    shapes,
+    parameters,
+    gradients,
+    tensor_parallel,
+    benchmark,
+    formulas,
+    quiz,
 )

@@ -26,12 +26,14 @@ CHECKS: dict[str, Callable] = {}
 
 def check(assignment: str, part: str):
     """Register `function` as the check of `assignment.part`."""
+
     def register(function):
         key = f"{assignment}.{part}"
         if key in CHECKS:
             raise ValueError(f"two checks registered for {key}")
         CHECKS[key] = function
         return function
+
     return register
 
 
@@ -90,7 +92,9 @@ def run_check(ctx: CheckContext, answer) -> PartResult:
         return ctx.partial(wrong.fraction, wrong.feedback, *wrong.misconceptions)
     except StudentRaised as raised:
         if raised.not_implemented:
-            return ctx.result(Status.FAILED, not_implemented_feedback(ctx.task, raised.message), "not-implemented")
+            return ctx.result(
+                Status.FAILED, not_implemented_feedback(ctx.task, raised.message), "not-implemented"
+            )
         return ctx.result(Status.ERROR, f"Your code raised an error while being graded: {raised.reason}")
     except StudentTimeout as timeout:
         return ctx.result(Status.TIMEOUT, f"Your code did not finish in time: {timeout.reason}")
@@ -100,4 +104,7 @@ def run_check(ctx: CheckContext, answer) -> PartResult:
         return ctx.result(Status.ERROR, f"Your code could not be graded: {error.reason}")
     except Exception:
         log.exception("check %s failed", key)
-        return ctx.result(Status.ERROR, "The grader could not judge this answer (an internal error was logged for your instructor).")
+        return ctx.result(
+            Status.ERROR,
+            "The grader could not judge this answer (an internal error was logged for your instructor).",
+        )

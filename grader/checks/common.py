@@ -51,11 +51,15 @@ class CallWording:
     arguments), {arrays} (`show_args` of the array arguments only), {reason} (the error),
     {inputs} (the mutated arguments' names), {input} (the returned argument's name).
     """
+
     raised: str | None = "Calling `{function}` with {call} failed: {reason}"
-    mutated: str | None = ("`{function}` modified its input {inputs} in place (called with {call}). "
-                           "Compute a new array and leave the inputs unchanged.")
-    returned_input: str | None = ("`{function}` returned its input {input} itself (called with {call}). "
-                                  "Return a newly computed result.")
+    mutated: str | None = (
+        "`{function}` modified its input {inputs} in place (called with {call}). "
+        "Compute a new array and leave the inputs unchanged."
+    )
+    returned_input: str | None = (
+        "`{function}` returned its input {input} itself (called with {call}). Return a newly computed result."
+    )
 
 
 def call_student(answer, args: tuple, names: tuple[str, ...], wording: CallWording = CallWording()):
@@ -69,13 +73,18 @@ def call_student(answer, args: tuple, names: tuple[str, ...], wording: CallWordi
 
     NotImplementedError and timeouts always propagate so that `run_check` reports them its standard way.
     """
+
     def label(index: int) -> str:
         return names[index] if 0 <= index < len(names) else f"argument {index + 1}"
 
     def feedback(template: str, **fields) -> str:
         arrays = [(name, arg) for name, arg in zip(names, args) if type(arg) is np.ndarray]
-        return template.format(function=answer.name, call=show_args(names, args),
-                               arrays=show_args(*zip(*arrays)) if arrays else "no arrays", **fields)
+        return template.format(
+            function=answer.name,
+            call=show_args(names, args),
+            arrays=show_args(*zip(*arrays)) if arrays else "no arrays",
+            **fields,
+        )
 
     try:
         value = answer(*args)
@@ -109,9 +118,11 @@ def reject_float32(got: float, expected: float, setting: str) -> None:
     differs instead of showing two equal-looking numbers.
     """
     if not same(got, expected) and math.isclose(got, expected, rel_tol=1e-5):
-        raise WrongAnswer(f"{setting} you returned {got!r}, right to only about 7 significant digits, as if computed "
-                          "in float32. Keep the computation in float64 (Python floats and NumPy's default dtype; "
-                          "torch tensors are float32 unless told otherwise).")
+        raise WrongAnswer(
+            f"{setting} you returned {got!r}, right to only about 7 significant digits, as if computed "
+            "in float32. Keep the computation in float64 (Python floats and NumPy's default dtype; "
+            "torch tensors are float32 unless told otherwise)."
+        )
 
 
 def known_mistake(got, expected, models) -> tuple[str, tuple[str, ...]] | None:
@@ -133,8 +144,9 @@ def reject_known_mistakes(got, expected, models, context: str = "") -> None:
         raise WrongAnswer(f"{context}: {feedback}" if context else feedback, *codes)
 
 
-def first_differing_index(got: np.ndarray, expected: np.ndarray, rtol: float = 1e-7,
-                          atol: float = 1e-9) -> tuple[int, ...] | None:
+def first_differing_index(
+    got: np.ndarray, expected: np.ndarray, rtol: float = 1e-7, atol: float = 1e-9
+) -> tuple[int, ...] | None:
     """The first index (row-major) where two same-shaped arrays differ beyond tolerance; None if nowhere."""
     wrong = np.argwhere(~np.isclose(got, expected, rtol=rtol, atol=atol))
     return tuple(int(i) for i in wrong[0]) if wrong.size else None
@@ -146,7 +158,9 @@ def first_difference(got: np.ndarray, expected: np.ndarray, rtol: float = 1e-7, 
     if index is None:
         return ""
     where = index[0] if len(index) == 1 else index
-    return f"first difference at index {where}: you returned {got[index]:.10g}, expected {expected[index]:.10g}"
+    return (
+        f"first difference at index {where}: you returned {got[index]:.10g}, expected {expected[index]:.10g}"
+    )
 
 
 def compare_array(got, expected: np.ndarray, what: str, context: str, models=()) -> None:
@@ -172,9 +186,13 @@ def compare_array(got, expected: np.ndarray, what: str, context: str, models=())
     if got.shape != expected.shape:
         raise WrongAnswer(f"{context}: {what} has shape {got.shape}; expected shape {expected.shape}.")
     if close(got, expected, rtol=1e-4, atol=1e-5):
-        raise WrongAnswer(f"{context}: {what} agrees only to about float32 precision "
-                          f"({first_difference(got, expected)}). Keep the computation in float64.")
-    raise WrongAnswer(f"{context}: {what} has the right shape but wrong values; {first_difference(got, expected)}.")
+        raise WrongAnswer(
+            f"{context}: {what} agrees only to about float32 precision "
+            f"({first_difference(got, expected)}). Keep the computation in float64."
+        )
+    raise WrongAnswer(
+        f"{context}: {what} has the right shape but wrong values; {first_difference(got, expected)}."
+    )
 
 
 def expect_counts(answer, cases: list[tuple], names: tuple[str, ...], reference, models_for) -> None:
@@ -193,8 +211,14 @@ def expect_counts(answer, cases: list[tuple], names: tuple[str, ...], reference,
         return
     call, args, got = failing[0]
     models = models_for(*args)
-    explains_all = [key for key, (value, *_) in models.items() if got == value and all(
-        other == reference(*a) or other == models_for(*a).get(key, (None,))[0] for _, a, other in answers)]
+    explains_all = [
+        key
+        for key, (value, *_) in models.items()
+        if got == value
+        and all(
+            other == reference(*a) or other == models_for(*a).get(key, (None,))[0] for _, a, other in answers
+        )
+    ]
     explains_this = [key for key, (value, *_) in models.items() if got == value]
     if explains_all or explains_this:
         _, feedback, *codes = models[(explains_all + explains_this)[0]]

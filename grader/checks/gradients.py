@@ -30,16 +30,21 @@ NUMERICAL_ATOL = 5e-6
 
 GRADIENT_CALLS = CallWording(
     raised="Called with {arrays}, `{function}` raised an error: {reason}",
-    mutated=("`{function}` changed its input {inputs} in place. Compute new arrays and leave the inputs as "
-             "they were: the caller still needs them."),
-    returned_input=None)
+    mutated=(
+        "`{function}` changed its input {inputs} in place. Compute new arrays and leave the inputs as "
+        "they were: the caller still needs them."
+    ),
+    returned_input=None,
+)
 
 
 def largest_difference(got: np.ndarray, expected: np.ndarray) -> str:
     """'at index (i, j) you return a where b was expected' for the largest difference."""
     index = np.unravel_index(np.argmax(np.abs(got - expected)), got.shape)
-    return (f"at index {tuple(int(i) for i in index)} you return {got[index]:.10g} where "
-            f"{expected[index]:.10g} was expected")
+    return (
+        f"at index {tuple(int(i) for i in index)} you return {got[index]:.10g} where "
+        f"{expected[index]:.10g} was expected"
+    )
 
 
 def _close(got: np.ndarray, expected: np.ndarray) -> bool:
@@ -47,6 +52,7 @@ def _close(got: np.ndarray, expected: np.ndarray) -> bool:
 
 
 # linear_backward
+
 
 def _layer_cases(rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(G, X, W) triples: the square running example first, then awkward non-square sizes."""
@@ -56,13 +62,19 @@ def _layer_cases(rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray,
         sizes.append((B, d_in, d_out))
     cases = [(rng.standard_normal((2, 3)), SEED_X, SEED_W)]
     for B, d_in, d_out in sizes:
-        cases.append((rng.standard_normal((B, d_out)), rng.standard_normal((B, d_in)),
-                      rng.standard_normal((d_out, d_in))))
+        cases.append(
+            (
+                rng.standard_normal((B, d_out)),
+                rng.standard_normal((B, d_in)),
+                rng.standard_normal((d_out, d_in)),
+            )
+        )
     return cases
 
 
-def _judge_gradient(got: np.ndarray, expected: np.ndarray, name: str, transposed: str, exact: str, wrong_shape: str,
-                    models) -> None:
+def _judge_gradient(
+    got: np.ndarray, expected: np.ndarray, name: str, transposed: str, exact: str, wrong_shape: str, models
+) -> None:
     """Raise WrongAnswer unless the gradient `name` equals `expected` (shape (S) of its variable).
 
     `transposed` is the feedback for the transposed shape (followed by `exact` when the values are
@@ -78,52 +90,81 @@ def _judge_gradient(got: np.ndarray, expected: np.ndarray, name: str, transposed
     for value, feedback, *codes in models:
         if value is not None and _close(got, value):
             raise WrongAnswer(feedback, *codes)
-    raise WrongAnswer(f"{name} has the right shape {expected.shape} but wrong values: {largest_difference(got, expected)}.")
+    raise WrongAnswer(
+        f"{name} has the right shape {expected.shape} but wrong values: {largest_difference(got, expected)}."
+    )
 
 
 def _judge_dX(got: np.ndarray, expected: np.ndarray, G, X, W) -> None:
     square = W.shape[0] == W.shape[1]
-    _judge_gradient(got, expected, "dX",
-                    transposed=f"dX has shape {got.shape}, the transpose of X's shape {X.shape}: a gradient has the "
-                               "shape of what it differentiates.",
-                    exact=" It is exactly the transpose of dX.",
-                    wrong_shape=f"dX has shape {got.shape}; it must have X's shape {X.shape} (B, d_in).",
-                    models=[(G @ W.T if square else None,
-                             "dX multiplies G by W.T. In Z = X @ W.T the weights enter transposed, so on the way back "
-                             "G (B, d_out) meets W in its stored (d_out, d_in) orientation. (With a non-square W your "
-                             "version would not even have the right shape.)", "grad-wrong-operand")])
+    _judge_gradient(
+        got,
+        expected,
+        "dX",
+        transposed=f"dX has shape {got.shape}, the transpose of X's shape {X.shape}: a gradient has the "
+        "shape of what it differentiates.",
+        exact=" It is exactly the transpose of dX.",
+        wrong_shape=f"dX has shape {got.shape}; it must have X's shape {X.shape} (B, d_in).",
+        models=[
+            (
+                G @ W.T if square else None,
+                "dX multiplies G by W.T. In Z = X @ W.T the weights enter transposed, so on the way back "
+                "G (B, d_out) meets W in its stored (d_out, d_in) orientation. (With a non-square W your "
+                "version would not even have the right shape.)",
+                "grad-wrong-operand",
+            )
+        ],
+    )
 
 
 def _judge_dW(got: np.ndarray, expected: np.ndarray, G, X, W) -> None:
     square, batch = W.shape[0] == W.shape[1], G.shape[0]
-    _judge_gradient(got, expected, "dW",
-                    transposed=f"dW has shape {got.shape}, but W has shape {W.shape} (d_out, d_in) and its gradient "
-                               "must match it.",
-                    exact=" It is exactly X.T @ G, the transpose of dW.",
-                    wrong_shape=f"dW has shape {got.shape}; it must have W's shape {W.shape} (d_out, d_in).",
-                    models=[(expected.T if square else None,
-                             "dW is the transpose of the gradient (X.T @ G instead of a (d_out, d_in) product). "
-                             "With a square W the shapes hide it; with a non-square W they would not match.",
-                             "grad-transposed"),
-                            (expected / batch if batch > 1 else None,
-                             "dW is divided by the batch size. The gradients of the rows add up; any averaging "
-                             "belongs to the loss and is already inside G.")])
+    _judge_gradient(
+        got,
+        expected,
+        "dW",
+        transposed=f"dW has shape {got.shape}, but W has shape {W.shape} (d_out, d_in) and its gradient "
+        "must match it.",
+        exact=" It is exactly X.T @ G, the transpose of dW.",
+        wrong_shape=f"dW has shape {got.shape}; it must have W's shape {W.shape} (d_out, d_in).",
+        models=[
+            (
+                expected.T if square else None,
+                "dW is the transpose of the gradient (X.T @ G instead of a (d_out, d_in) product). "
+                "With a square W the shapes hide it; with a non-square W they would not match.",
+                "grad-transposed",
+            ),
+            (
+                expected / batch if batch > 1 else None,
+                "dW is divided by the batch size. The gradients of the rows add up; any averaging "
+                "belongs to the loss and is already inside G.",
+            ),
+        ],
+    )
 
 
 def _judge_db(got: np.ndarray, expected: np.ndarray, G) -> bool:
     """Raise WrongAnswer for a wrong db; return False when only its shape is (1, d_out), else True."""
     B, d_out = G.shape
     if B > 1 and got.shape == G.shape and _close(got, G):
-        raise WrongAnswer(f"db returns G itself, shape {G.shape}: one row per observation. The same b is added "
-                          f"to every row of Z, so every row's gradient flows into it and db adds G up over the "
-                          f"batch, giving b's shape ({d_out},).", "bias-grad-not-summed")
+        raise WrongAnswer(
+            f"db returns G itself, shape {G.shape}: one row per observation. The same b is added "
+            f"to every row of Z, so every row's gradient flows into it and db adds G up over the "
+            f"batch, giving b's shape ({d_out},).",
+            "bias-grad-not-summed",
+        )
     if B > 1 and _close(got, G.mean(axis=0)):
-        raise WrongAnswer("db averages G over the batch. The bias is added to every row, so the rows' gradients "
-                          "add up: sum instead of taking the mean. (If the loss is a mean, its 1/B is already "
-                          "inside G.)", "bias-grad-not-summed")
+        raise WrongAnswer(
+            "db averages G over the batch. The bias is added to every row, so the rows' gradients "
+            "add up: sum instead of taking the mean. (If the loss is a mean, its 1/B is already "
+            "inside G.)",
+            "bias-grad-not-summed",
+        )
     if got.shape == (B,) and B != d_out and _close(got, G.sum(axis=1)):
-        raise WrongAnswer(f"db sums G over the output axis, giving shape ({B},). Sum over the batch axis (axis 0) "
-                          f"to get one entry per output unit, shape ({d_out},).")
+        raise WrongAnswer(
+            f"db sums G over the output axis, giving shape ({B},). Sum over the batch axis (axis 0) "
+            f"to get one entry per output unit, shape ({d_out},)."
+        )
     if got.shape == (1, d_out) and _close(got.reshape(-1), expected):
         return False
     if got.shape != expected.shape:
@@ -140,20 +181,28 @@ def check_linear_backward(answer, ctx):
     for G, X, W in _layer_cases(ctx.rng):
         value = call_student(answer, (G, X, W), ("G", "X", "W"), GRADIENT_CALLS)
         if type(value) not in (tuple, list) or len(value) != 3:
-            raise WrongAnswer(f"linear_backward should return a tuple (dX, dW, db), but returned {describe(value)}.")
+            raise WrongAnswer(
+                f"linear_backward should return a tuple (dX, dW, db), but returned {describe(value)}."
+            )
         dX, dW, db = (as_array(item, name) for item, name in zip(value, ("dX", "dW", "db")))
         expected_dX, expected_dW, expected_db = reference.linear_backward(G, X, W)
         _judge_dX(dX, expected_dX, G, X, W)
         _judge_dW(dW, expected_dW, G, X, W)
         db_flat = _judge_db(db, expected_db, G) and db_flat
     if not db_flat:
-        return ctx.partial(0.5, "dX and dW are right, and db has the right values, but its shape is (1, d_out). "
-                           "b has shape (d_out,), and its gradient should too (sum without keepdims).")
-    return ctx.passed("Correct on every shape tried, including B = 1 and a 7 -> 73 layer: dX has X's shape, "
-                      "dW has W's shape and db has b's shape.")
+        return ctx.partial(
+            0.5,
+            "dX and dW are right, and db has the right values, but its shape is (1, d_out). "
+            "b has shape (d_out,), and its gradient should too (sum without keepdims).",
+        )
+    return ctx.passed(
+        "Correct on every shape tried, including B = 1 and a 7 -> 73 layer: dX has X's shape, "
+        "dW has W's shape and db has b's shape."
+    )
 
 
 # numerical_gradient
+
 
 def _quadratic(rng, shape) -> CallableSpec:
     n = int(np.prod(shape))
@@ -163,7 +212,9 @@ def _quadratic(rng, shape) -> CallableSpec:
 
 
 def _sine(rng, shape) -> CallableSpec:
-    return CallableSpec("sine_loss", {"w": rng.choice([-1.0, 1.0], size=shape) * rng.uniform(4.0, 8.0, size=shape)})
+    return CallableSpec(
+        "sine_loss", {"w": rng.choice([-1.0, 1.0], size=shape) * rng.uniform(4.0, 8.0, size=shape)}
+    )
 
 
 def _derivatives(spec: CallableSpec, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -192,19 +243,25 @@ def _diagnose_difference(error: np.ndarray, spec: CallableSpec, x: np.ndarray) -
     half_step = _common_factor(error, second)
     if half_step is not None:
         side = "forward" if half_step > 0 else "backward"
-        return (f"Your estimate is off by about h/2 * f'' with h = {2 * abs(half_step):.1e}: the error of a "
-                f"one-sided ({side}) difference. Use the central difference (f(x + h) - f(x - h)) / (2h), whose "
-                "error shrinks like h^2 instead of h.")
+        return (
+            f"Your estimate is off by about h/2 * f'' with h = {2 * abs(half_step):.1e}: the error of a "
+            f"one-sided ({side}) difference. Use the central difference (f(x + h) - f(x - h)) / (2h), whose "
+            "error shrinks like h^2 instead of h."
+        )
     step_squared_over_6 = _common_factor(error, third)
     if step_squared_over_6 is not None and step_squared_over_6 > 0:
-        return (f"Your estimate is off by about h^2/6 * f''' with h = {np.sqrt(6 * step_squared_over_6):.1e}: "
-                "a central difference with too large a step. Use h around 1e-5.")
+        return (
+            f"Your estimate is off by about h^2/6 * f''' with h = {np.sqrt(6 * step_squared_over_6):.1e}: "
+            "a central difference with too large a step. Use h around 1e-5."
+        )
     return ""
 
 
 RETURNS_NEW_GRADIENT = dataclasses.replace(
-    GRADIENT_CALLS, returned_input="numerical_gradient returned x itself; it should return a new array holding the "
-                                   "estimated gradient.")
+    GRADIENT_CALLS,
+    returned_input="numerical_gradient returned x itself; it should return a new array holding the "
+    "estimated gradient.",
+)
 
 
 @check("03_gradients", "numerical_gradient")
@@ -221,22 +278,28 @@ def check_numerical_gradient(answer, ctx):
         got = as_array(value, "the returned gradient")
         if got.shape != x.shape:
             same = " (the same numbers in a different layout: keep x's shape)" if got.size == x.size else ""
-            raise WrongAnswer(f"For x of shape {x.shape} numerical_gradient returned shape {got.shape}; the "
-                              f"gradient has one entry per entry of x, so the same shape{same}.")
+            raise WrongAnswer(
+                f"For x of shape {x.shape} numerical_gradient returned shape {got.shape}; the "
+                f"gradient has one entry per entry of x, so the same shape{same}."
+            )
         error = got - expected
         if np.max(np.abs(error)) <= NUMERICAL_ATOL:
             continue
         diagnosis = _diagnose_difference(error, spec, x)
         if diagnosis:
             raise WrongAnswer(f"{diagnosis} Largest error here: {np.max(np.abs(error)):.2e}.")
-        raise WrongAnswer(f"For x of shape {x.shape} the estimate differs from the true gradient by up to "
-                          f"{np.max(np.abs(error)):.2e}: {largest_difference(got, expected)}. A central difference "
-                          "with h around 1e-5 is accurate to about 1e-8 here.")
-    return ctx.passed("Correct: central differences match the analytic gradients, in x's shape, and x is left "
-                      "unchanged.")
+        raise WrongAnswer(
+            f"For x of shape {x.shape} the estimate differs from the true gradient by up to "
+            f"{np.max(np.abs(error)):.2e}: {largest_difference(got, expected)}. A central difference "
+            "with h around 1e-5 is accurate to about 1e-8 here."
+        )
+    return ctx.passed(
+        "Correct: central differences match the analytic gradients, in x's shape, and x is left unchanged."
+    )
 
 
 # rel_error
+
 
 def _rel_error_cases(rng) -> list[tuple[np.ndarray, np.ndarray, str]]:
     a = rng.standard_normal((4, 5))
@@ -285,17 +348,23 @@ def check_rel_error(answer, ctx):
                 if type(value) is not float:
                     hint = " Return one number: the largest of the elementwise relative differences."
                 elif np.any((a == 0) & (b == 0)):
-                    hint = (" Where both entries are 0 the relative difference must be 0: keep the denominator "
-                            "away from 0 with max(|a| + |b|, tiny).")
+                    hint = (
+                        " Where both entries are 0 the relative difference must be 0: keep the denominator "
+                        "away from 0 with max(|a| + |b|, tiny)."
+                    )
                 else:
                     hint = ""
                 raise WrongAnswer(f"For {what}: {wrong.feedback}{hint}") from None
         got, swapped = values
         if not np.isclose(got, swapped, rtol=1e-9, atol=1e-15):
-            raise WrongAnswer(f"For {what}, rel_error(a, b) = {got:.6g} but rel_error(b, a) = {swapped:.6g}. The "
-                              "definition is symmetric: divide by |a| + |b|, not by one of them.")
+            raise WrongAnswer(
+                f"For {what}, rel_error(a, b) = {got:.6g} but rel_error(b, a) = {swapped:.6g}. The "
+                "definition is symmetric: divide by |a| + |b|, not by one of them."
+            )
         if not np.isclose(got, expected, rtol=1e-7, atol=1e-15):
             misuse = _rel_error_misuse(got, a, b)
-            raise WrongAnswer(f"For {what}, rel_error returned {got:.6g}; expected {expected:.6g}. "
-                              f"{misuse or 'Use max over entries of |a - b| / max(|a| + |b|, tiny).'}")
+            raise WrongAnswer(
+                f"For {what}, rel_error returned {got:.6g}; expected {expected:.6g}. "
+                f"{misuse or 'Use max over entries of |a - b| / max(|a| + |b|, tiny).'}"
+            )
     return ctx.passed("Correct: symmetric, scale-free, 0 for equal (and all-zero) arrays.")

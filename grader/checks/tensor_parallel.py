@@ -11,8 +11,15 @@ from __future__ import annotations
 import numpy as np
 
 from grader.checks.base import WrongAnswer, check
-from grader.checks.common import (CallWording, call_student, first_difference, first_differing_index,
-                                  reject_float32, reject_known_mistakes, same)
+from grader.checks.common import (
+    CallWording,
+    call_student,
+    first_difference,
+    first_differing_index,
+    reject_float32,
+    reject_known_mistakes,
+    same,
+)
 from grader.checks.values import as_array, as_float, describe
 from grader.reference import tensor_parallel as ref
 
@@ -28,7 +35,8 @@ EXAMPLE_B = np.array([3.0, -1.0, -4.0])
 SPLIT_CALLS = CallWording(
     raised=None,
     mutated="`{function}` modified its input ({inputs}); build new arrays instead of changing the inputs in place.",
-    returned_input="`{function}` returned its input array itself; return a new array.")
+    returned_input="`{function}` returned its input array itself; return a new array.",
+)
 
 
 def random_matrix(rng, rows: int, cols: int) -> np.ndarray:
@@ -57,29 +65,44 @@ def sizes_text(blocks, axis: int) -> str:
 def array_list(got, n: int, name: str, item: str) -> list:
     """The student's list of per-rank results: checks it is a list or tuple of n entries."""
     if type(got) not in (list, tuple):
-        raise WrongAnswer(f"`{name}` should return a list of {n} {item}, one per rank, but returned {describe(got)}.")
+        raise WrongAnswer(
+            f"`{name}` should return a list of {n} {item}, one per rank, but returned {describe(got)}."
+        )
     if len(got) != n:
-        raise WrongAnswer(f"`{name}` returned {len(got)} shards for n = {n} ranks; it should return one "
-                          f"{item[:-1]} per rank.")
+        raise WrongAnswer(
+            f"`{name}` returned {len(got)} shards for n = {n} ranks; it should return one "
+            f"{item[:-1]} per rank."
+        )
     return list(got)
 
 
 def block_models(W: np.ndarray, n: int, axis: int, name: str, expected: list):
     """Wrong ways of splitting W along `axis` (0: output rows, 1: input columns), as (blocks, feedback, *codes)."""
     other = 1 - axis
-    owned, wrong = (("output units", "rows"), ("input features", "columns")) if axis == 0 else \
-        (("input features", "columns"), ("output units", "rows"))
+    owned, wrong = (
+        (("output units", "rows"), ("input features", "columns"))
+        if axis == 0
+        else (("input features", "columns"), ("output units", "rows"))
+    )
     strided = [W[rank::n] if axis == 0 else W[:, rank::n] for rank in range(n)]
     return [
-        (np.array_split(W, n, axis=other),
-         f"`{name}` split the {wrong[1]} of W, which are its {wrong[0]}. In PyTorch's (d_out, d_in) layout the "
-         f"{owned[1]} are the {owned[0]}, so rank i must own a block of {owned[1]}.", "weight-rows-are-inputs"),
-        ([block.T for block in expected],
-         f"`{name}` returned transposed blocks. Keep PyTorch's (d_out, d_in) layout: rows are output units and "
-         f"columns input features, so each block has the shape of a slice of W.", "weight-rows-are-inputs"),
-        (strided,
-         f"`{name}` gave rank i the {owned[1]} i, i + n, i + 2n, ... (n = {n}). Each rank must own one contiguous "
-         f"block of {owned[1]}, like numpy.array_split: rank 0 the first block, rank 1 the next, and so on."),
+        (
+            np.array_split(W, n, axis=other),
+            f"`{name}` split the {wrong[1]} of W, which are its {wrong[0]}. In PyTorch's (d_out, d_in) layout the "
+            f"{owned[1]} are the {owned[0]}, so rank i must own a block of {owned[1]}.",
+            "weight-rows-are-inputs",
+        ),
+        (
+            [block.T for block in expected],
+            f"`{name}` returned transposed blocks. Keep PyTorch's (d_out, d_in) layout: rows are output units and "
+            f"columns input features, so each block has the shape of a slice of W.",
+            "weight-rows-are-inputs",
+        ),
+        (
+            strided,
+            f"`{name}` gave rank i the {owned[1]} i, i + n, i + 2n, ... (n = {n}). Each rank must own one contiguous "
+            f"block of {owned[1]}, like numpy.array_split: rank 0 the first block, rank 1 the next, and so on.",
+        ),
     ]
 
 
@@ -91,9 +114,11 @@ def require_exact_copies(got: list, expected: list, label: str) -> None:
     """
     for rank, (block, want) in enumerate(zip(got, expected)):
         if block is not None and not np.array_equal(block, want):
-            raise WrongAnswer(f"{label.format(rank=rank)} holds the entries only approximately "
-                              f"({first_difference(block, want, rtol=0, atol=0)}), as if converted to float32. "
-                              "Splitting only copies entries: keep the input's float64 dtype.")
+            raise WrongAnswer(
+                f"{label.format(rank=rank)} holds the entries only approximately "
+                f"({first_difference(block, want, rtol=0, atol=0)}), as if converted to float32. "
+                "Splitting only copies entries: keep the input's float64 dtype."
+            )
 
 
 def check_blocks(got_blocks: list, W: np.ndarray, n: int, axis: int, name: str, label: str) -> None:
@@ -108,15 +133,22 @@ def check_blocks(got_blocks: list, W: np.ndarray, n: int, axis: int, name: str, 
         raise WrongAnswer(
             f"`{name}` covers W in order, but with n = {n} its blocks have sizes {sizes_text(got_blocks, axis)} along "
             f"axis {axis}, where numpy.array_split gives {sizes_text(expected, axis)}: when {W.shape[axis]} does not "
-            f"divide evenly, the first {W.shape[axis]} % {n} = {W.shape[axis] % n} blocks are one larger.")
+            f"divide evenly, the first {W.shape[axis]} % {n} = {W.shape[axis] % n} blocks are one larger."
+        )
     for rank, (block, want) in enumerate(zip(got_blocks, expected)):
         if not same(block, want):
             start = sum(e.shape[axis] for e in expected[:rank])
             part = "rows" if axis == 0 else "columns"
             what = f"{part} {start} to {start + want.shape[axis] - 1} of W, shape {want.shape}"
-            found = f"has shape {block.shape}" if block.shape != want.shape else "has that shape but different values"
-            raise WrongAnswer(f"With W of shape {W.shape} and n = {n}, {label.format(rank=rank)} should be "
-                              f"{what}; yours {found}.")
+            found = (
+                f"has shape {block.shape}"
+                if block.shape != want.shape
+                else "has that shape but different values"
+            )
+            raise WrongAnswer(
+                f"With W of shape {W.shape} and n = {n}, {label.format(rank=rank)} should be "
+                f"{what}; yours {found}."
+            )
 
 
 def split_cases(rng, axis: int):
@@ -136,43 +168,73 @@ def split_cases(rng, axis: int):
 @check(ASSIGNMENT, "split_output_rows")
 def check_split_output_rows(answer, ctx):
     for W, b, n in split_cases(ctx.rng, axis=0):
-        got = array_list(call_student(answer, (W, b, n), ("W", "b", "n"), SPLIT_CALLS), n, "split_output_rows",
-                         "(W_i, b_i) pairs")
+        got = array_list(
+            call_student(answer, (W, b, n), ("W", "b", "n"), SPLIT_CALLS),
+            n,
+            "split_output_rows",
+            "(W_i, b_i) pairs",
+        )
         for rank, pair in enumerate(got):
             if type(pair) not in (list, tuple) or len(pair) != 2:
-                raise WrongAnswer(f"Entry {rank} of the result should be a pair (W_{rank}, b_{rank}), but is "
-                                  f"{describe(pair)}.")
-        check_blocks([as_array(W_i, f"W_{rank}") for rank, (W_i, _) in enumerate(got)], W, n, 0,
-                     "split_output_rows", "W_{rank} (the weights of rank {rank})")
+                raise WrongAnswer(
+                    f"Entry {rank} of the result should be a pair (W_{rank}, b_{rank}), but is "
+                    f"{describe(pair)}."
+                )
+        check_blocks(
+            [as_array(W_i, f"W_{rank}") for rank, (W_i, _) in enumerate(got)],
+            W,
+            n,
+            0,
+            "split_output_rows",
+            "W_{rank} (the weights of rank {rank})",
+        )
         biases = [None if b_i is None else as_array(b_i, f"b_{rank}") for rank, (_, b_i) in enumerate(got)]
         expected = [b_i for _, b_i in ref.split_output_rows(W, b, n)]
         if same(biases, expected):
             require_exact_copies(biases, expected, "b_{rank} (the biases of rank {rank})")
             continue
-        reject_known_mistakes(biases, expected, [
-            ([b] * n, f"Every rank got the whole bias vector (shape {b.shape}). Rank i owns only its output units, so "
-                      f"it holds only their biases: b_i = the matching block of b, shape (d_i,)."),
-            ([None] * n, "The bias blocks are missing: rank i adds the biases of its own output units, so return "
-                         "b_i, the matching block of b, with each W_i.", "missing-bias"),
-        ])
+        reject_known_mistakes(
+            biases,
+            expected,
+            [
+                (
+                    [b] * n,
+                    f"Every rank got the whole bias vector (shape {b.shape}). Rank i owns only its output units, so "
+                    f"it holds only their biases: b_i = the matching block of b, shape (d_i,).",
+                ),
+                (
+                    [None] * n,
+                    "The bias blocks are missing: rank i adds the biases of its own output units, so return "
+                    "b_i, the matching block of b, with each W_i.",
+                    "missing-bias",
+                ),
+            ],
+        )
         rank = next(i for i, (got_b, want) in enumerate(zip(biases, expected)) if not same(got_b, want))
         want, got_b = expected[rank], biases[rank]
         values = " with different values" if got_b is not None and got_b.shape == want.shape else ""
-        raise WrongAnswer(f"With d_out = {W.shape[0]} and n = {n}, b_{rank} should be the {want.size} biases of rank "
-                          f"{rank}'s output units (shape {want.shape}); yours is {describe(got_b)}{values}.")
-    return ctx.passed("Correct: contiguous blocks of output rows, with the matching biases. "
-                      + confirm_on_processes(answer, ctx, "column"))
+        raise WrongAnswer(
+            f"With d_out = {W.shape[0]} and n = {n}, b_{rank} should be the {want.size} biases of rank "
+            f"{rank}'s output units (shape {want.shape}); yours is {describe(got_b)}{values}."
+        )
+    return ctx.passed(
+        "Correct: contiguous blocks of output rows, with the matching biases. "
+        + confirm_on_processes(answer, ctx, "column")
+    )
 
 
 @check(ASSIGNMENT, "split_input_columns")
 def check_split_input_columns(answer, ctx):
     for W, _, n in split_cases(ctx.rng, axis=1):
-        got = array_list(call_student(answer, (W, n), ("W", "n"), SPLIT_CALLS), n, "split_input_columns",
-                         "weight blocks")
+        got = array_list(
+            call_student(answer, (W, n), ("W", "n"), SPLIT_CALLS), n, "split_input_columns", "weight blocks"
+        )
         blocks = [as_array(W_i, f"W_{rank}") for rank, W_i in enumerate(got)]
         check_blocks(blocks, W, n, 1, "split_input_columns", "W_{rank} (the weights of rank {rank})")
-    return ctx.passed("Correct: contiguous blocks of input columns, like numpy.array_split. "
-                      + confirm_on_processes(answer, ctx, "row"))
+    return ctx.passed(
+        "Correct: contiguous blocks of input columns, like numpy.array_split. "
+        + confirm_on_processes(answer, ctx, "row")
+    )
 
 
 PROCESS_WORLD_SIZES = (2, 3)
@@ -191,7 +253,11 @@ def confirm_on_processes(answer, ctx, kind: str) -> str:
     summaries = []
     for n in PROCESS_WORLD_SIZES:
         d_out, d_in = (uneven_size(ctx.rng, n), 5) if kind == "column" else (5, uneven_size(ctx.rng, n))
-        X, W, b = random_matrix(ctx.rng, 4, d_in), random_matrix(ctx.rng, d_out, d_in), random_matrix(ctx.rng, 1, d_out)[0]
+        X, W, b = (
+            random_matrix(ctx.rng, 4, d_in),
+            random_matrix(ctx.rng, d_out, d_in),
+            random_matrix(ctx.rng, 1, d_out)[0],
+        )
         args, names = ((W, b, n), ("W", "b", "n")) if kind == "column" else ((W, n), ("W", "n"))
         shards = call_student(answer, args, names, SPLIT_CALLS)
         run = verify_split_on_processes(kind, shards, X, W, b, n, timeout=PROCESS_TIMEOUT_S)
@@ -201,8 +267,10 @@ def confirm_on_processes(answer, ctx, kind: str) -> str:
             raise WrongAnswer(f"On {n} real processes: {run.feedback}", *run.misconceptions)
         summaries.append(f"{n} ranks with d = {d_out if kind == 'column' else d_in}")
     collective = "all-gather" if kind == "column" else "all-reduce"
-    return (f"Run on real gloo processes ({'; '.join(summaries)}), combined with {collective}, your shards "
-            f"reproduce the layer's output and all three gradients.")
+    return (
+        f"Run on real gloo processes ({'; '.join(summaries)}), combined with {collective}, your shards "
+        f"reproduce the layer's output and all three gradients."
+    )
 
 
 def forward_cases(rng, split: str):
@@ -213,25 +281,38 @@ def forward_cases(rng, split: str):
         batch = int(rng.choice([1, 5, 7, 16]))
         other = int(rng.choice([size for size in (1, 6, 7, 12) if size != width]))
         d_out, d_in = (width, other) if split == "rows" else (other, width)
-        cases.append((random_matrix(rng, batch, d_in), random_matrix(rng, d_out, d_in), random_matrix(rng, 1, d_out)[0], n))
+        cases.append(
+            (
+                random_matrix(rng, batch, d_in),
+                random_matrix(rng, d_out, d_in),
+                random_matrix(rng, 1, d_out)[0],
+                n,
+            )
+        )
     cases.append((EXAMPLE_X, EXAMPLE_W, EXAMPLE_B, 3))
     return cases
 
 
 def output_array(got, name: str, shape: tuple[int, int]) -> np.ndarray:
     if type(got) in (list, tuple) and got and all(type(item) is np.ndarray for item in got):
-        raise WrongAnswer(f"`{name}` returned a list of {len(got)} per-rank arrays; combine them into one array Z "
-                          f"of shape {shape}.")
+        raise WrongAnswer(
+            f"`{name}` returned a list of {len(got)} per-rank arrays; combine them into one array Z "
+            f"of shape {shape}."
+        )
     return as_array(got, "Z")
 
 
 def explain_difference(Z: np.ndarray, expected: np.ndarray, name: str) -> WrongAnswer:
     if Z.shape != expected.shape:
-        return WrongAnswer(f"`{name}` returned Z of shape {Z.shape}; the layer's output has shape "
-                           f"{expected.shape} (B, d_out).")
+        return WrongAnswer(
+            f"`{name}` returned Z of shape {Z.shape}; the layer's output has shape "
+            f"{expected.shape} (B, d_out)."
+        )
     i, j = first_differing_index(Z, expected)
-    return WrongAnswer(f"`{name}` returned Z of the right shape {Z.shape}, but Z[{i}, {j}] = {Z[i, j]:.6g} differs from "
-                       f"X @ W.T + b, the unsplit layer's output ({expected[i, j]:.6g}).")
+    return WrongAnswer(
+        f"`{name}` returned Z of the right shape {Z.shape}, but Z[{i}, {j}] = {Z[i, j]:.6g} differs from "
+        f"X @ W.T + b, the unsplit layer's output ({expected[i, j]:.6g})."
+    )
 
 
 @check(ASSIGNMENT, "column_parallel_forward")
@@ -239,25 +320,45 @@ def check_column_parallel_forward(answer, ctx):
     for X, W, b, n in forward_cases(ctx.rng, "rows"):
         shards = ref.split_output_rows(W, b, n)
         expected = ref.column_parallel_forward(X, shards)
-        Z = output_array(call_student(answer, (X, shards), ("X", "shards"), SPLIT_CALLS), "column_parallel_forward",
-                         expected.shape)
+        Z = output_array(
+            call_student(answer, (X, shards), ("X", "shards"), SPLIT_CALLS),
+            "column_parallel_forward",
+            expected.shape,
+        )
         if same(Z, expected):
             continue
         local = [X @ W_i.T + b_i for W_i, b_i in shards]
         equal_sizes = len({block.shape for block in local}) == 1
-        reject_known_mistakes(Z, expected, [
-            (np.sum(local, axis=0) if equal_sizes else None,
-             "You added the ranks' outputs. In a column-parallel layer each rank computes different output units, "
-             "so their blocks are concatenated along the last axis (an all-gather), not summed.", ),
-            (np.concatenate([X @ W_i.T for W_i, _ in shards], axis=-1),
-             "The bias is missing: each rank adds its own block b_i to X @ W_i.T.", "missing-bias"),
-            (np.concatenate(local, axis=0),
-             "You concatenated the blocks along the batch axis. Each rank holds some output units for every row, so "
-             "the blocks go side by side along the last (feature) axis, giving shape (B, d_out)."),
-            *[(block, f"You returned only rank {rank}'s block, shape {block.shape}. The other ranks hold the remaining "
-                      f"output units: an all-gather concatenates every rank's block to form Z.",
-               "split-needs-no-communication") for rank, block in enumerate(local)],
-        ])
+        reject_known_mistakes(
+            Z,
+            expected,
+            [
+                (
+                    np.sum(local, axis=0) if equal_sizes else None,
+                    "You added the ranks' outputs. In a column-parallel layer each rank computes different output units, "
+                    "so their blocks are concatenated along the last axis (an all-gather), not summed.",
+                ),
+                (
+                    np.concatenate([X @ W_i.T for W_i, _ in shards], axis=-1),
+                    "The bias is missing: each rank adds its own block b_i to X @ W_i.T.",
+                    "missing-bias",
+                ),
+                (
+                    np.concatenate(local, axis=0),
+                    "You concatenated the blocks along the batch axis. Each rank holds some output units for every row, so "
+                    "the blocks go side by side along the last (feature) axis, giving shape (B, d_out).",
+                ),
+                *[
+                    (
+                        block,
+                        f"You returned only rank {rank}'s block, shape {block.shape}. The other ranks hold the remaining "
+                        f"output units: an all-gather concatenates every rank's block to form Z.",
+                        "split-needs-no-communication",
+                    )
+                    for rank, block in enumerate(local)
+                ],
+            ],
+        )
         raise explain_difference(Z, expected, "column_parallel_forward")
     return ctx.passed("Correct: each rank's outputs, gathered along the last axis, equal the unsplit layer.")
 
@@ -267,31 +368,60 @@ def check_row_parallel_forward(answer, ctx):
     for X, W, b, n in forward_cases(ctx.rng, "columns"):
         shards = ref.split_input_columns(W, n)
         expected = ref.row_parallel_forward(X, shards, b)
-        Z = output_array(call_student(answer, (X, shards, b), ("X", "shards", "b"), SPLIT_CALLS),
-                         "row_parallel_forward", expected.shape)
+        Z = output_array(
+            call_student(answer, (X, shards, b), ("X", "shards", "b"), SPLIT_CALLS),
+            "row_parallel_forward",
+            expected.shape,
+        )
         if same(Z, expected):
             continue
         columns = np.cumsum([0] + [W_i.shape[1] for W_i in shards])
         partials = [X[:, start:stop] @ W_i.T for W_i, start, stop in zip(shards, columns[:-1], columns[1:])]
-        no_reduction = ("Each rank's product X_i @ W_i.T is only a partial sum over its own input features; the "
-                        "partial products must be added across ranks (an all-reduce) before the bias is added once.")
-        reject_known_mistakes(Z, expected, [
-            (np.sum(partials, axis=0) + n * b,
-             f"The bias was added {n} times, once per rank. Add the partial products first (the all-reduce), then "
-             f"add b once.", "bias-added-per-shard"),
-            (np.sum(partials, axis=0),
-             "The bias is missing: after summing the partial products, add b once.", "missing-bias"),
-            (np.concatenate(partials, axis=-1), "You concatenated the partial products. " + no_reduction,
-             "split-needs-no-communication"),
-            (np.concatenate([partial + b for partial in partials], axis=-1), "You concatenated the partial products. "
-             + no_reduction, "split-needs-no-communication"),
-            *[(value, f"You returned rank {rank}'s {what} alone. " + no_reduction, "split-needs-no-communication")
-              for rank, partial in enumerate(partials)
-              for value, what in ((partial + b, "partial product plus b"), (partial, "partial product"))],
-            (np.mean(partials, axis=0) + b,
-             "You averaged the partial products. An all-reduce for a row-parallel layer sums them: each is a part of "
-             "the same dot products."),
-        ])
+        no_reduction = (
+            "Each rank's product X_i @ W_i.T is only a partial sum over its own input features; the "
+            "partial products must be added across ranks (an all-reduce) before the bias is added once."
+        )
+        reject_known_mistakes(
+            Z,
+            expected,
+            [
+                (
+                    np.sum(partials, axis=0) + n * b,
+                    f"The bias was added {n} times, once per rank. Add the partial products first (the all-reduce), then "
+                    f"add b once.",
+                    "bias-added-per-shard",
+                ),
+                (
+                    np.sum(partials, axis=0),
+                    "The bias is missing: after summing the partial products, add b once.",
+                    "missing-bias",
+                ),
+                (
+                    np.concatenate(partials, axis=-1),
+                    "You concatenated the partial products. " + no_reduction,
+                    "split-needs-no-communication",
+                ),
+                (
+                    np.concatenate([partial + b for partial in partials], axis=-1),
+                    "You concatenated the partial products. " + no_reduction,
+                    "split-needs-no-communication",
+                ),
+                *[
+                    (
+                        value,
+                        f"You returned rank {rank}'s {what} alone. " + no_reduction,
+                        "split-needs-no-communication",
+                    )
+                    for rank, partial in enumerate(partials)
+                    for value, what in ((partial + b, "partial product plus b"), (partial, "partial product"))
+                ],
+                (
+                    np.mean(partials, axis=0) + b,
+                    "You averaged the partial products. An all-reduce for a row-parallel layer sums them: each is a part of "
+                    "the same dot products.",
+                ),
+            ],
+        )
         raise explain_difference(Z, expected, "row_parallel_forward")
     return ctx.passed("Correct: partial products summed (one all-reduce), bias added once.")
 
@@ -301,7 +431,14 @@ def communication_cases(rng):
     cases = []
     for world_size in (3, 4, 7, 2, 8, 1):
         for collective in ("all_reduce", "all_gather"):
-            cases.append((collective, int(rng.choice([1, 7, 16, 64, 73])), int(rng.choice([7, 73, 512, 4096])), world_size))
+            cases.append(
+                (
+                    collective,
+                    int(rng.choice([1, 7, 16, 64, 73])),
+                    int(rng.choice([7, 73, 512, 4096])),
+                    world_size,
+                )
+            )
     return cases
 
 
@@ -309,30 +446,63 @@ def communication_cases(rng):
 def check_communication_elements(answer, ctx):
     for collective, batch, d_out, p in communication_cases(ctx.rng):
         expected = ref.communication_elements(collective, batch, d_out, p)
-        got = as_float(call_student(answer, (collective, batch, d_out, p), ("collective", "batch", "d_out", "world_size"),
-                                    SPLIT_CALLS), "The number of elements")
+        got = as_float(
+            call_student(
+                answer,
+                (collective, batch, d_out, p),
+                ("collective", "batch", "d_out", "world_size"),
+                SPLIT_CALLS,
+            ),
+            "The number of elements",
+        )
         if same(got, expected):
             continue
         setting = f"For {collective} with B = {batch}, d_out = {d_out} and p = {p} ranks (N = B*d_out = {batch * d_out})"
         reject_float32(got, expected, setting)
         if p == 1:
-            raise WrongAnswer(f"{setting} you returned {got:g}. A single rank already holds the whole output and "
-                              f"sends nothing: return 0.")
+            raise WrongAnswer(
+                f"{setting} you returned {got:g}. A single rank already holds the whole output and "
+                f"sends nothing: return 0."
+            )
         N, share = batch * d_out, (p - 1) / p
-        ring = ("A ring sends the tensor in p chunks of N/p and each rank forwards p - 1 of them: (p-1)/p * N for an "
-                "all-gather, twice that for an all-reduce.")
-        reject_known_mistakes(got, expected, [
-            (0.0, f"{setting} you returned 0. Each rank holds only part of the result, so the ranks must exchange "
-                  f"data. {ring}", "split-needs-no-communication"),
-            (share * N if collective == "all_reduce" else None,
-             f"{setting} you returned (p-1)/p * N, half of the answer. A ring all-reduce is a reduce-scatter "
-             f"followed by an all-gather, and each of the two moves (p-1)/p * N per rank."),
-            (2 * share * N if collective == "all_gather" else None,
-             f"{setting} you returned 2(p-1)/p * N, the cost of an all-reduce. An all-gather is only its second "
-             f"half: each rank forwards p - 1 chunks of N/p, (p-1)/p * N."),
-            *[(factor * N, f"{setting} you returned {label}. {ring}") for factor, label in (
-                (p, "p * N"), (p - 1, "(p-1) * N"), (1, "N"), (1 / p, "N / p"), (2, "2N"), (2 * (p - 1), "2(p-1) * N"),
-                (2 / p, "2N / p"), (2 * p, "2p * N"))],
-        ])
+        ring = (
+            "A ring sends the tensor in p chunks of N/p and each rank forwards p - 1 of them: (p-1)/p * N for an "
+            "all-gather, twice that for an all-reduce."
+        )
+        reject_known_mistakes(
+            got,
+            expected,
+            [
+                (
+                    0.0,
+                    f"{setting} you returned 0. Each rank holds only part of the result, so the ranks must exchange "
+                    f"data. {ring}",
+                    "split-needs-no-communication",
+                ),
+                (
+                    share * N if collective == "all_reduce" else None,
+                    f"{setting} you returned (p-1)/p * N, half of the answer. A ring all-reduce is a reduce-scatter "
+                    f"followed by an all-gather, and each of the two moves (p-1)/p * N per rank.",
+                ),
+                (
+                    2 * share * N if collective == "all_gather" else None,
+                    f"{setting} you returned 2(p-1)/p * N, the cost of an all-reduce. An all-gather is only its second "
+                    f"half: each rank forwards p - 1 chunks of N/p, (p-1)/p * N.",
+                ),
+                *[
+                    (factor * N, f"{setting} you returned {label}. {ring}")
+                    for factor, label in (
+                        (p, "p * N"),
+                        (p - 1, "(p-1) * N"),
+                        (1, "N"),
+                        (1 / p, "N / p"),
+                        (2, "2N"),
+                        (2 * (p - 1), "2(p-1) * N"),
+                        (2 / p, "2N / p"),
+                        (2 * p, "2p * N"),
+                    )
+                ],
+            ],
+        )
         raise WrongAnswer(f"{setting} you returned {got:g} elements per rank. {ring}")
     return ctx.passed("Correct: (p-1)/p * N per rank for an all-gather and 2(p-1)/p * N for an all-reduce.")

@@ -93,8 +93,14 @@ def as_float(value, what: str) -> float:
 def as_shape(value, what: str) -> tuple[int, ...]:
     """A shape tuple: a tuple or list of non-negative integers."""
     if type(value) not in (tuple, list) or not all(type(item) is int and item >= 0 for item in value):
-        hint = " Convert it with tuple(...)." if type(value) is Unsupported and value.type_name == "torch.Size" else ""
-        raise WrongAnswer(f"{what} should be a tuple of integers like (6, 4), but is {describe(value)}.{hint}")
+        hint = (
+            " Convert it with tuple(...)."
+            if type(value) is Unsupported and value.type_name == "torch.Size"
+            else ""
+        )
+        raise WrongAnswer(
+            f"{what} should be a tuple of integers like (6, 4), but is {describe(value)}.{hint}"
+        )
     return tuple(value)
 
 

@@ -44,9 +44,14 @@ def matmul_bytes(batch: int, d_in: int, d_out: int, bytes_per_element: int) -> i
       and writing Z. This is the least traffic possible; real kernels may move more. The bias
       (d_out numbers) is ignored.
     """
-    batch, d_in, d_out = (positive_int(batch, "batch"), positive_int(d_in, "d_in"),
-                          positive_int(d_out, "d_out"))
-    return (batch * d_in + d_out * d_in + batch * d_out) * positive_int(bytes_per_element, "bytes_per_element")
+    batch, d_in, d_out = (
+        positive_int(batch, "batch"),
+        positive_int(d_in, "d_in"),
+        positive_int(d_out, "d_out"),
+    )
+    return (batch * d_in + d_out * d_in + batch * d_out) * positive_int(
+        bytes_per_element, "bytes_per_element"
+    )
 
 
 def arithmetic_intensity(batch: int, d_in: int, d_out: int, bytes_per_element: int) -> float:

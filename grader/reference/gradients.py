@@ -28,8 +28,10 @@ def linear_backward(G: np.ndarray, X: np.ndarray, W: np.ndarray) -> tuple[np.nda
     """
     G, X, W = (float_array(array, name, ndims=(2,)) for array, name in ((G, "G"), (X, "X"), (W, "W")))
     if X.shape[1] != W.shape[1] or G.shape != (X.shape[0], W.shape[0]):
-        raise ValueError(f"G has shape {G.shape}, X {X.shape} and W {W.shape}: expected G (B, d_out), X (B, d_in) "
-                         "and W (d_out, d_in) with the same B, d_in and d_out")
+        raise ValueError(
+            f"G has shape {G.shape}, X {X.shape} and W {W.shape}: expected G (B, d_out), X (B, d_in) "
+            "and W (d_out, d_in) with the same B, d_in and d_out"
+        )
     return G @ W, G.T @ X, G.sum(axis=0)
 
 

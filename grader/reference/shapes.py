@@ -47,11 +47,15 @@ def linear_forward(X, W, b) -> np.ndarray:
     W = float_array(W, "W", (2,))
     b = float_array(b, "b", (1,))
     if b.shape[0] != W.shape[0]:
-        raise ValueError(f"b has shape {b.shape} but W has shape {W.shape}: expected one bias per row of W, "
-                         f"shape ({W.shape[0]},)")
+        raise ValueError(
+            f"b has shape {b.shape} but W has shape {W.shape}: expected one bias per row of W, "
+            f"shape ({W.shape[0]},)"
+        )
     if X.shape[-1] != W.shape[1]:
-        raise ValueError(f"X has shape {X.shape} but W has shape {W.shape}: the last axis of X must equal "
-                         f"W's number of columns (d_in = {W.shape[1]})")
+        raise ValueError(
+            f"X has shape {X.shape} but W has shape {W.shape}: the last axis of X must equal "
+            f"W's number of columns (d_in = {W.shape[1]})"
+        )
     return X @ W.T + b
 
 
@@ -86,7 +90,9 @@ def to_torch_linear(W, b, dtype=None):
     if b is not None:
         b = float_array(b, "b", (1,))
         if b.shape[0] != W.shape[0]:
-            raise ValueError(f"b has shape {b.shape} but W has shape {W.shape}: expected shape ({W.shape[0]},)")
+            raise ValueError(
+                f"b has shape {b.shape} but W has shape {W.shape}: expected shape ({W.shape[0]},)"
+            )
     dtype = torch.float32 if dtype is None else dtype
     d_out, d_in = W.shape
     layer = torch.nn.Linear(d_in, d_out, bias=b is not None, dtype=dtype)
@@ -118,8 +124,10 @@ def collapse_affine(W1, b1, W2, b2) -> tuple[np.ndarray, np.ndarray]:
     if b1.shape[0] != W1.shape[0]:
         raise ValueError(f"b1 has shape {b1.shape} but W1 has shape {W1.shape}: expected ({W1.shape[0]},)")
     if W2.shape[1] != W1.shape[0]:
-        raise ValueError(f"W2 has shape {W2.shape} but W1 has shape {W1.shape}: W2 needs {W1.shape[0]} columns, "
-                         f"one per output of the first layer")
+        raise ValueError(
+            f"W2 has shape {W2.shape} but W1 has shape {W1.shape}: W2 needs {W1.shape[0]} columns, "
+            f"one per output of the first layer"
+        )
     if b2.shape[0] != W2.shape[0]:
         raise ValueError(f"b2 has shape {b2.shape} but W2 has shape {W2.shape}: expected ({W2.shape[0]},)")
     return W2 @ W1, W2 @ b1 + b2
@@ -141,7 +149,9 @@ def find_mismatch(input_shape, in_features: int) -> tuple[int, int, int] | None:
       e.g. find_mismatch((32, 10), 12) == (1, 10, 12).
     """
     if isinstance(input_shape, (str, bytes)) or not hasattr(input_shape, "__len__"):
-        raise ValueError(f"input_shape must be a tuple of ints, got {type(input_shape).__name__} {input_shape!r}")
+        raise ValueError(
+            f"input_shape must be a tuple of ints, got {type(input_shape).__name__} {input_shape!r}"
+        )
     if len(input_shape) == 0:
         raise ValueError("input_shape must have at least one axis (the features), got ()")
     dims = [whole_number(size, f"input_shape[{axis}]", minimum=0) for axis, size in enumerate(input_shape)]

@@ -56,8 +56,10 @@ def split_output_rows(W, b, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
     b = float_array(b, "b", (1,))
     if b.shape[0] != W.shape[0]:
         raise ValueError(f"b has shape {b.shape} but W has shape {W.shape}: expected one bias per row of W")
-    return [(W[start:stop].copy(), b[start:stop].copy())
-            for start, stop in _block_bounds(W.shape[0], n, "output units (rows of W)")]
+    return [
+        (W[start:stop].copy(), b[start:stop].copy())
+        for start, stop in _block_bounds(W.shape[0], n, "output units (rows of W)")
+    ]
 
 
 def split_input_columns(W, n: int) -> list[np.ndarray]:
@@ -73,7 +75,10 @@ def split_input_columns(W, n: int) -> list[np.ndarray]:
       not split: it is added once, after the partial products are summed. Blocks are copies.
     """
     W = float_array(W, "W", (2,))
-    return [W[:, start:stop].copy() for start, stop in _block_bounds(W.shape[1], n, "input features (columns of W)")]
+    return [
+        W[:, start:stop].copy()
+        for start, stop in _block_bounds(W.shape[1], n, "input features (columns of W)")
+    ]
 
 
 def _shard_list(shards, what: str) -> list:
@@ -103,8 +108,10 @@ def column_parallel_forward(X, shards) -> np.ndarray:
         W_i = float_array(shard[0], f"shards[{rank}][0] (W_{rank})", (2,))
         b_i = float_array(shard[1], f"shards[{rank}][1] (b_{rank})", (1,))
         if W_i.shape[1] != X.shape[1] or b_i.shape[0] != W_i.shape[0]:
-            raise ValueError(f"rank {rank}: W_{rank} has shape {W_i.shape} and b_{rank} shape {b_i.shape}; "
-                             f"with X of shape {X.shape} expected shapes (d_{rank}, {X.shape[1]}) and (d_{rank},)")
+            raise ValueError(
+                f"rank {rank}: W_{rank} has shape {W_i.shape} and b_{rank} shape {b_i.shape}; "
+                f"with X of shape {X.shape} expected shapes (d_{rank}, {X.shape[1]}) and (d_{rank},)"
+            )
         outputs.append(X @ W_i.T + b_i)
     return np.concatenate(outputs, axis=-1)
 
@@ -126,14 +133,19 @@ def row_parallel_forward(X, shards, b) -> np.ndarray:
     """
     X = float_array(X, "X", (2,))
     b = float_array(b, "b", (1,))
-    blocks = [float_array(W_i, f"shards[{rank}]", (2,)) for rank, W_i in enumerate(_shard_list(shards, "weight blocks"))]
+    blocks = [
+        float_array(W_i, f"shards[{rank}]", (2,))
+        for rank, W_i in enumerate(_shard_list(shards, "weight blocks"))
+    ]
     widths = [W_i.shape[1] for W_i in blocks]
     if sum(widths) != X.shape[1] or any(W_i.shape[0] != b.shape[0] for W_i in blocks):
-        raise ValueError(f"weight blocks of shapes {[W_i.shape for W_i in blocks]} do not fit X of shape {X.shape} "
-                         f"and b of shape {b.shape}: expected shapes (d_out, d_i) with d_out = {b.shape[0]} "
-                         f"and the d_i summing to {X.shape[1]}")
+        raise ValueError(
+            f"weight blocks of shapes {[W_i.shape for W_i in blocks]} do not fit X of shape {X.shape} "
+            f"and b of shape {b.shape}: expected shapes (d_out, d_i) with d_out = {b.shape[0]} "
+            f"and the d_i summing to {X.shape[1]}"
+        )
     stops = np.cumsum(widths)
-    partials = [X[:, stop - width:stop] @ W_i.T for W_i, width, stop in zip(blocks, widths, stops)]
+    partials = [X[:, stop - width : stop] @ W_i.T for W_i, width, stop in zip(blocks, widths, stops)]
     return np.sum(partials, axis=0) + b
 
 
@@ -162,10 +174,16 @@ def column_row_block(X, W1, b1, W2, b2, n: int, activation=None) -> tuple[np.nda
     b1 = float_array(b1, "b1", (1,))
     W2 = float_array(W2, "W2", (2,))
     b2 = float_array(b2, "b2", (1,))
-    if (W1.shape[1] != X.shape[1] or b1.shape[0] != W1.shape[0] or W2.shape[1] != W1.shape[0]
-            or b2.shape[0] != W2.shape[0]):
-        raise ValueError(f"shapes do not chain: X {X.shape}, W1 {W1.shape}, b1 {b1.shape}, W2 {W2.shape}, b2 {b2.shape}; "
-                         f"expected X (B, d_in), W1 (d_hidden, d_in), b1 (d_hidden,), W2 (d_out, d_hidden), b2 (d_out,)")
+    if (
+        W1.shape[1] != X.shape[1]
+        or b1.shape[0] != W1.shape[0]
+        or W2.shape[1] != W1.shape[0]
+        or b2.shape[0] != W2.shape[0]
+    ):
+        raise ValueError(
+            f"shapes do not chain: X {X.shape}, W1 {W1.shape}, b1 {b1.shape}, W2 {W2.shape}, b2 {b2.shape}; "
+            f"expected X (B, d_in), W1 (d_hidden, d_in), b1 (d_hidden,), W2 (d_out, d_hidden), b2 (d_out,)"
+        )
     partials = []
     for (W1_i, b1_i), W2_i in zip(split_output_rows(W1, b1, n), split_input_columns(W2, n)):
         hidden_i = X @ W1_i.T + b1_i

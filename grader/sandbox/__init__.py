@@ -8,4 +8,12 @@ process; `RemoteFunction` lets checks call a student function there exactly as t
 from grader.sandbox.remote import RemoteFunction, remote_value
 from grader.sandbox.runner import CellOutcome, Sandbox, SandboxError, Session, hidden_paths
 
-__all__ = ["CellOutcome", "RemoteFunction", "Sandbox", "SandboxError", "Session", "hidden_paths", "remote_value"]
+__all__ = [
+    "CellOutcome",
+    "RemoteFunction",
+    "Sandbox",
+    "SandboxError",
+    "Session",
+    "hidden_paths",
+    "remote_value",
+]

@@ -26,8 +26,15 @@ CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
 MS_REC, MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 1 << 14, 1 << 18, 1 << 21, 1 << 24
-PER_MOUNT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
-                   "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
+PER_MOUNT_FLAGS = {
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": MS_NOATIME,
+    "nodiratime": MS_NODIRATIME,
+    "relatime": MS_RELATIME,
+    "strictatime": MS_STRICTATIME,
+}
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
@@ -58,8 +65,9 @@ def _check(result: int, what: str) -> None:
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None):
     encode = lambda text: None if text is None else text.encode()  # noqa: E731
-    _check(_libc.mount(encode(source), encode(target), encode(fstype), flags, encode(data)),
-           f"mount {target}")
+    _check(
+        _libc.mount(encode(source), encode(target), encode(fstype), flags, encode(data)), f"mount {target}"
+    )
 
 
 def unshare(flags: int) -> None:
@@ -122,7 +130,11 @@ def enter_private_root(paths, scratch_mb: int) -> None:
             handles[tree] = os.open(tree, os.O_PATH | os.O_DIRECTORY)
     for path in paths:
         real = os.path.realpath(path)
-        if real not in handles and os.path.isdir(real) and not any(_under(real, kept) for kept in SYSTEM_TREES):
+        if (
+            real not in handles
+            and os.path.isdir(real)
+            and not any(_under(real, kept) for kept in SYSTEM_TREES)
+        ):
             handles[real] = os.open(real, os.O_PATH | os.O_DIRECTORY)
     try:
         mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=755")
@@ -192,8 +204,11 @@ def make_filesystem_read_only(keep_writable: tuple[str, ...]) -> list[str]:
 
 
 def set_limits(config: dict) -> None:
-    limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_CPU, config["cpu_seconds"]),
-              (resource.RLIMIT_FSIZE, config["file_bytes"])]
+    limits = [
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_CPU, config["cpu_seconds"]),
+        (resource.RLIMIT_FSIZE, config["file_bytes"]),
+    ]
     if config.get("memory_bytes"):
         limits.append((resource.RLIMIT_AS, vm_size_bytes() + config["memory_bytes"]))
     if config.get("nproc"):
@@ -240,8 +255,10 @@ def enter(config: dict) -> list[str]:
             unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
             namespaces = True
         except OSError as error:
-            missing.append(f"no private mount/network namespaces ({error.strerror}): student code can "
-                           "reach the network and read every file its user can read")
+            missing.append(
+                f"no private mount/network namespaces ({error.strerror}): student code can "
+                "reach the network and read every file its user can read"
+            )
     drop = config["isolate"] and root and config.get("uid") is not None
     if namespaces:
         try:
@@ -249,19 +266,25 @@ def enter(config: dict) -> list[str]:
             if drop:
                 enter_private_root(config.get("expose", ()), config["scratch_mb"])
                 if not private_proc():
-                    missing.append("could not mount a private /proc (needs Linux 5.8 or newer): student code "
-                                   "can list every process on the machine")
+                    missing.append(
+                        "could not mount a private /proc (needs Linux 5.8 or newer): student code "
+                        "can list every process on the machine"
+                    )
             else:
                 hide_and_protect(config)
-                missing.append("student code keeps the grader's user, so it sees the whole file system "
-                               "(read-only, with the course hidden) instead of a private root")
+                missing.append(
+                    "student code keeps the grader's user, so it sees the whole file system "
+                    "(read-only, with the course hidden) instead of a private root"
+                )
             os.mkdir(WORKDIR, 0o700)
             workdir = WORKDIR
         except OSError as error:
             raise IsolationError(f"could not prepare the private file system: {error}") from None
     if config["isolate"] and not root:
-        missing.append("not running as root: student code runs as the grader's own user (it can "
-                       "signal the grader's processes and read its files), and fork bombs are not capped")
+        missing.append(
+            "not running as root: student code runs as the grader's own user (it can "
+            "signal the grader's processes and read its files), and fork bombs are not capped"
+        )
     set_limits({**config, "nproc": config["nproc"] if drop else None})
     if drop:
         try:
@@ -272,8 +295,10 @@ def enter(config: dict) -> list[str]:
         except OSError as error:
             if namespaces:  # root inside a chroot could leave it: refuse rather than run weaker
                 raise IsolationError(f"could not switch to the sandbox user ({error.strerror})") from None
-            missing.append(f"could not switch student code to a separate user ({error.strerror}): it runs "
-                           "as the grader's user, and its leftover processes are found only by process group")
+            missing.append(
+                f"could not switch student code to a separate user ({error.strerror}): it runs "
+                "as the grader's user, and its leftover processes are found only by process group"
+            )
         else:
             if os.getuid() != config["uid"] or os.geteuid() != config["uid"]:
                 raise IsolationError("switching to the sandbox user did not take effect")
@@ -283,8 +308,17 @@ def enter(config: dict) -> list[str]:
         missing.append("could not forbid set-uid programs (PR_SET_NO_NEW_PRIVS)")
     os.chdir(workdir)
     os.environ.clear()
-    os.environ.update({"PATH": SAFE_PATH, "HOME": workdir, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
-                       "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "MPLCONFIGDIR": workdir})
+    os.environ.update(
+        {
+            "PATH": SAFE_PATH,
+            "HOME": workdir,
+            "TMPDIR": "/tmp",
+            "LANG": "C.UTF-8",
+            "MPLBACKEND": "Agg",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "MPLCONFIGDIR": workdir,
+        }
+    )
     return missing
 
 
@@ -301,7 +335,7 @@ def processes_of(uid: int) -> list[tuple[int, str]]:
             continue
         if wanted in text:
             state = text.find("\nState:\t")
-            found.append((int(entry.name), text[state + 8:state + 9] if state >= 0 else "?"))
+            found.append((int(entry.name), text[state + 8 : state + 9] if state >= 0 else "?"))
     return found
 
 

@@ -47,8 +47,8 @@ def encode_request(header: dict, body: bytes = b"") -> bytes:
 def decode_request(payload: bytes) -> tuple[dict, bytes]:
     """Inverse of `encode_request` (runs in the student process, on trusted input)."""
     (size,) = LENGTH.unpack_from(payload, 0)
-    header = json.loads(payload[LENGTH.size:LENGTH.size + size])
-    return header, payload[LENGTH.size + size:]
+    header = json.loads(payload[LENGTH.size : LENGTH.size + size])
+    return header, payload[LENGTH.size + size :]
 
 
 def send_frame(sock: socket.socket, payload: bytes, deadline: float | None = None) -> None:
@@ -89,8 +89,7 @@ def _read_exact(sock: socket.socket, size: int, deadline: float | None) -> bytes
     return b"".join(chunks)
 
 
-def recv_frame(sock: socket.socket, deadline: float | None = None,
-               max_bytes: int = MAX_REPLY_BYTES) -> bytes:
+def recv_frame(sock: socket.socket, deadline: float | None = None, max_bytes: int = MAX_REPLY_BYTES) -> bytes:
     """Receive one frame, no larger than `max_bytes`, before `deadline` (time.monotonic())."""
     sock.setblocking(deadline is None)
     if deadline is None:
@@ -110,11 +109,16 @@ def decode_reply(payload: bytes) -> tuple[int, bytes]:
     if len(payload) < REQUEST_ID.size:
         raise ProtocolError("a reply too short to carry a request id")
     (request_id,) = REQUEST_ID.unpack_from(payload, 0)
-    return request_id, payload[REQUEST_ID.size:]
+    return request_id, payload[REQUEST_ID.size :]
 
 
-def recv_reply(sock: socket.socket, request_id: int, deadline: float | None,
-               max_bytes: int = MAX_REPLY_BYTES, max_stray: int = 10_000) -> bytes:
+def recv_reply(
+    sock: socket.socket,
+    request_id: int,
+    deadline: float | None,
+    max_bytes: int = MAX_REPLY_BYTES,
+    max_stray: int = 10_000,
+) -> bytes:
     """The body of the reply to request `request_id`, discarding stray frames (stale replies,
     or frames forged by student code), so no frame can shift the replies that follow."""
     for _ in range(max_stray):

@@ -40,18 +40,33 @@ SLOTS_PER_PROCESS = 64
 ZYGOTE_START_TIMEOUT_S = 180
 HELLO_TIMEOUT_S = 30
 MAX_RESTARTS = 8
-PYTHON_PATHS = sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-                       os.path.dirname(os.path.realpath(sys.executable))})
+PYTHON_PATHS = sorted(
+    {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+    }
+)
 # sys.path[0] is the folder the grader was launched from (script or working directory), not a package.
 IMPORT_PATHS = sys.path if sys.flags.safe_path else sys.path[1:]
 # What a student process sees besides the system trees: Python, its packages and layerlab.
-VISIBLE_TO_STUDENTS = sorted(set(PYTHON_PATHS) | {str(PACKAGE_ROOT.parent / "layerlab")} | {
-    path for path in IMPORT_PATHS
-    if path and os.path.isdir(path) and not Path(path).resolve().is_relative_to(PACKAGE_ROOT.parent)})
+VISIBLE_TO_STUDENTS = sorted(
+    set(PYTHON_PATHS)
+    | {str(PACKAGE_ROOT.parent / "layerlab")}
+    | {
+        path
+        for path in IMPORT_PATHS
+        if path and os.path.isdir(path) and not Path(path).resolve().is_relative_to(PACKAGE_ROOT.parent)
+    }
+)
 KEEP_VISIBLE = {".venv", "venv", "layerlab"}
-SIGNAL_HINTS = {signal.SIGKILL: " (often: the memory limit was exceeded or too many processes were started)",
-                signal.SIGXCPU: " (the CPU-time limit was exceeded)",
-                signal.SIGSEGV: " (a segmentation fault)"}
+SIGNAL_HINTS = {
+    signal.SIGKILL: " (often: the memory limit was exceeded or too many processes were started)",
+    signal.SIGXCPU: " (the CPU-time limit was exceeded)",
+    signal.SIGSEGV: " (a segmentation fault)",
+}
 
 
 class SandboxError(RuntimeError):
@@ -65,8 +80,11 @@ def hidden_paths(course_root: str | Path, extra=()) -> list[str]:
     roots = {Path(course_root).resolve()}
     if (PACKAGE_ROOT.parent / "course.yml").exists():
         roots.add(PACKAGE_ROOT.parent)
-    environment = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
-                   Path(sys.executable).resolve().parent}
+    environment = {
+        Path(sys.prefix).resolve(),
+        Path(sys.base_prefix).resolve(),
+        Path(sys.executable).resolve().parent,
+    }
     hidden = {str(PACKAGE_ROOT)}
     for root in roots:
         try:
@@ -85,7 +103,7 @@ def hidden_paths(course_root: str | Path, extra=()) -> list[str]:
 @dataclass
 class CellOutcome:
     label: str
-    status: str          # "ok", "raised", "timeout", "crashed", "skipped"
+    status: str  # "ok", "raised", "timeout", "crashed", "skipped"
     message: str = ""
 
     @property
@@ -114,7 +132,7 @@ class _Output:
                     return
                 with self.lock:
                     room = self.cap - len(self.kept)
-                    self.kept += chunk[:max(room, 0)]
+                    self.kept += chunk[: max(room, 0)]
                     self.dropped += max(len(chunk) - max(room, 0), 0)
         except OSError:
             return
@@ -158,8 +176,10 @@ class Sandbox:
         self._started = False
         self.switch_users = True
         if not isolate:
-            self.warnings.append("isolation is turned off: student code runs as the grader's user, "
-                                 "with network access and every file that user can read")
+            self.warnings.append(
+                "isolation is turned off: student code runs as the grader's user, "
+                "with network access and every file that user can read"
+            )
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "Sandbox":
@@ -179,12 +199,23 @@ class Sandbox:
 
     def _start_zygote(self) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = {"PATH": SAFE_PATH, "PYTHONPATH": str(PACKAGE_ROOT.parent), "LANG": "C.UTF-8",
-               "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "HOME": os.environ.get("HOME", "/")}
+        env = {
+            "PATH": SAFE_PATH,
+            "PYTHONPATH": str(PACKAGE_ROOT.parent),
+            "LANG": "C.UTF-8",
+            "MPLBACKEND": "Agg",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "HOME": os.environ.get("HOME", "/"),
+        }
         self._process = subprocess.Popen(
             [sys.executable, "-P", "-m", "grader.sandbox.zygote", str(child.fileno())],
-            pass_fds=[child.fileno()], env=env, cwd="/", stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, start_new_session=True)
+            pass_fds=[child.fileno()],
+            env=env,
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         child.close()
         parent.settimeout(ZYGOTE_START_TIMEOUT_S)
         try:
@@ -198,8 +229,10 @@ class Sandbox:
         self._control = parent
         self.info = self._ask_locked({"op": "info"})
         if self.info.get("forbidden_modules"):
-            raise SandboxError(f"the warm interpreter loaded grader modules it must not hold: "
-                               f"{self.info['forbidden_modules']}")
+            raise SandboxError(
+                f"the warm interpreter loaded grader modules it must not hold: "
+                f"{self.info['forbidden_modules']}"
+            )
 
     def _probe(self) -> None:
         session = self.session(hide=())
@@ -350,11 +383,19 @@ class Session:
 
     def _config(self) -> dict:
         cpus = os.cpu_count() or 1
-        return {"isolate": self.sandbox.isolate, "uid": self.uid, "gid": self.uid, "hide": self._hidden(),
-                "memory_bytes": int(self.limits.memory_mb) * 2**20,
-                "cpu_seconds": int(self.limits.notebook_timeout_s * cpus + 10),
-                "file_bytes": 64 * 2**20, "nproc": 64 + 8 * cpus, "scratch_mb": 256,
-                "fallback_workdir": self.workdir, "expose": VISIBLE_TO_STUDENTS}
+        return {
+            "isolate": self.sandbox.isolate,
+            "uid": self.uid,
+            "gid": self.uid,
+            "hide": self._hidden(),
+            "memory_bytes": int(self.limits.memory_mb) * 2**20,
+            "cpu_seconds": int(self.limits.notebook_timeout_s * cpus + 10),
+            "file_bytes": 64 * 2**20,
+            "nproc": 64 + 8 * cpus,
+            "scratch_mb": 256,
+            "fallback_workdir": self.workdir,
+            "expose": VISIBLE_TO_STUDENTS,
+        }
 
     def _spawn(self) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -437,8 +478,9 @@ class Session:
         limit = float(self.limits.part_timeout_s)
         left = self.remaining()
         if left < limit:
-            return max(left, 0.0), (f"the notebook's time limit of {self.limits.notebook_timeout_s:g} s "
-                                    "was used up")
+            return max(left, 0.0), (
+                f"the notebook's time limit of {self.limits.notebook_timeout_s:g} s was used up"
+            )
         return limit, f"it did not finish within {limit:g} s"
 
     # ------------------------------------------------------------------ requests
@@ -451,7 +493,9 @@ class Session:
         deadline = time.monotonic() + timeout
         request_id = int.from_bytes(os.urandom(8), "little")
         try:
-            protocol.send_frame(self.sock, protocol.encode_request({**header, "id": request_id}, body), deadline)
+            protocol.send_frame(
+                self.sock, protocol.encode_request({**header, "id": request_id}, body), deadline
+            )
             return protocol.recv_reply(self.sock, request_id, deadline)
         except protocol.ChannelTimeout:
             raise self._die(StudentTimeout(f"{what}: {why}")) from None
@@ -473,7 +517,9 @@ class Session:
             if self.restarts >= MAX_RESTARTS:
                 raise self.death or StudentCrashed("the student process kept ending")
             if self.remaining() <= 0:
-                raise StudentTimeout(f"the notebook's time limit of {self.limits.notebook_timeout_s:g} s was used up")
+                raise StudentTimeout(
+                    f"the notebook's time limit of {self.limits.notebook_timeout_s:g} s was used up"
+                )
             self.restarts += 1
             if self.slot is None:
                 self.start()
@@ -525,8 +571,9 @@ class Session:
     def probe(self, name: str) -> dict:
         """{"defined": bool, "callable": bool, "type": str} for a name in the student's namespace."""
         self.ensure_alive()
-        data = self._reply_data(self._request({"op": "probe", "name": name}, b"", f"looking up `{name}`"),
-                                f"looking up `{name}`")
+        data = self._reply_data(
+            self._request({"op": "probe", "name": name}, b"", f"looking up `{name}`"), f"looking up `{name}`"
+        )
         if type(data) is not dict or type(data.get("defined")) is not bool:
             raise StudentCrashed(f"looking up `{name}`: the reply could not be read")
         return data
@@ -548,7 +595,9 @@ class Session:
     def call(self, name: str, wire_args: bytes, generation: int | None = None) -> bytes:
         """Call a student function on encoded arguments; returns the reply for decode_reply."""
         if generation is not None and generation != self.generation:
-            raise self.death or StudentCrashed(f"`{name}` is no longer available: the student process was restarted")
+            raise self.death or StudentCrashed(
+                f"`{name}` is no longer available: the student process was restarted"
+            )
         return self._request({"op": "call", "name": name}, wire_args, f"calling `{name}`")
 
     def output_text(self) -> str:

@@ -26,14 +26,39 @@ import traceback
 
 from grader.sandbox.protocol import LOOP_FAILED_EXIT
 
-PRELOAD = ("numpy", "torch", "torch.nn", "torch.nn.functional", "matplotlib", "matplotlib.pyplot",
-           "sympy", "grader.codec", "grader.fakes", "grader.student")
+PRELOAD = (
+    "numpy",
+    "torch",
+    "torch.nn",
+    "torch.nn.functional",
+    "matplotlib",
+    "matplotlib.pyplot",
+    "sympy",
+    "grader.codec",
+    "grader.fakes",
+    "grader.student",
+)
 FORBIDDEN = ("grader.reference", "grader.checks", "grader.grading", "grader.submission")
-GUARDED = {"builtins": None, "json": None, "struct": None, "io": None, "os": None, "select": None,
-           "time": None, "traceback": None, "numpy": None, "numpy.lib.format": None,
-           "socket": ("socket", "timeout", "send_fds"), "torch": ("Tensor", "bfloat16", "float16", "nn"),
-           "torch.nn": ("Linear", "Parameter"), "grader.codec": None, "grader.student": None,
-           "grader.fakes": None, "grader.sandbox.protocol": None, "grader.sandbox.zygote": None}
+GUARDED = {
+    "builtins": None,
+    "json": None,
+    "struct": None,
+    "io": None,
+    "os": None,
+    "select": None,
+    "time": None,
+    "traceback": None,
+    "numpy": None,
+    "numpy.lib.format": None,
+    "socket": ("socket", "timeout", "send_fds"),
+    "torch": ("Tensor", "bfloat16", "float16", "nn"),
+    "torch.nn": ("Linear", "Parameter"),
+    "grader.codec": None,
+    "grader.student": None,
+    "grader.fakes": None,
+    "grader.sandbox.protocol": None,
+    "grader.sandbox.zygote": None,
+}
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 CONTROL_BYTES = 1 << 20
 MAGIC_LINE = re.compile(r"^(\s*)[%!].*$", re.MULTILINE)
@@ -56,6 +81,7 @@ def preload() -> list[str]:
 
 # ----------------------------------------------------------------------------- student process
 
+
 def _display(*objects, **_):
     for value in objects:
         print(repr(value))
@@ -71,8 +97,13 @@ def _student_traceback(error: BaseException) -> str:
 
 
 def _error_record(error: BaseException) -> dict:
-    return {"error": {"type": type(error).__name__[:80], "message": str(error)[:2000],
-                      "where": _student_traceback(error)}}
+    return {
+        "error": {
+            "type": type(error).__name__[:80],
+            "message": str(error)[:2000],
+            "where": _student_traceback(error),
+        }
+    }
 
 
 def _flush():
@@ -99,8 +130,9 @@ class Guard:
                 namespace = vars(sys.modules[name])
                 keys = tuple(key for key in (only or namespace) if key in namespace)
                 if len(keys) > 1:
-                    self.saved.append((namespace, keys, operator.itemgetter(*keys),
-                                       tuple(namespace[key] for key in keys)))
+                    self.saved.append(
+                        (namespace, keys, operator.itemgetter(*keys), tuple(namespace[key] for key in keys))
+                    )
 
     def restore(self, _any=any, _map=map, _zip=zip, _is_not=operator.is_not, _missing=object()) -> None:
         for namespace, keys, current_values, values in self.saved:
@@ -120,6 +152,7 @@ class StudentLoop:
     def __init__(self, sock: socket.socket):
         from grader import codec, student
         from grader.sandbox import protocol
+
         self.codec, self.student, self.protocol = codec, student, protocol
         self.sock = sock
         self.guard = Guard()
@@ -147,8 +180,13 @@ class StudentLoop:
             return dumps({"defined": False})
         value = self.namespace[name]
         if op == "probe":
-            return dumps({"defined": True, "callable": callable(value),
-                          "type": f"{type(value).__module__}.{type(value).__qualname__}"[:120]})
+            return dumps(
+                {
+                    "defined": True,
+                    "callable": callable(value),
+                    "type": f"{type(value).__module__}.{type(value).__qualname__}"[:120],
+                }
+            )
         if op == "value":
             return dumps({"defined": True, "value": value})
         if op == "call":
@@ -193,6 +231,7 @@ class StudentLoop:
 def _student_process(config: dict, sock_fd: int, output_fd: int, control: socket.socket) -> None:
     """In the forked child: rewire file descriptors, isolate, say hello, then serve requests."""
     from grader.sandbox import isolation, protocol
+
     control.detach()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -215,6 +254,7 @@ def _student_process(config: dict, sock_fd: int, output_fd: int, control: socket
 
 
 # ----------------------------------------------------------------------------- the server
+
 
 def _reap_all() -> dict[int, int]:
     finished = {}
@@ -259,6 +299,7 @@ class Zygote:
 
     def reap(self, pid: int, wait: float) -> dict:
         import time
+
         deadline = time.monotonic() + wait
         while True:
             self.finished.update(_reap_all())
@@ -270,9 +311,15 @@ class Zygote:
 
     def info(self) -> dict:
         from grader.sandbox import isolation
+
         forbidden = sorted(name for name in sys.modules if name.startswith(FORBIDDEN))
-        return {"pid": os.getpid(), "preloaded": self.loaded, "vm_bytes": isolation.vm_size_bytes(),
-                "forbidden_modules": forbidden, "threads": len(os.listdir("/proc/self/task"))}
+        return {
+            "pid": os.getpid(),
+            "preloaded": self.loaded,
+            "vm_bytes": isolation.vm_size_bytes(),
+            "forbidden_modules": forbidden,
+            "threads": len(os.listdir("/proc/self/task")),
+        }
 
     def serve(self) -> None:
         while True:
@@ -308,6 +355,7 @@ def _killer_server(requests: socket.socket) -> None:
     """A small process, forked before the heavy imports, that kills a slot user's processes:
     each request forks a cheap helper that becomes that user and SIGKILLs all it owns."""
     from grader.sandbox import isolation
+
     while True:
         data = requests.recv(4096)
         if not data:
@@ -326,6 +374,7 @@ def _killer_server(requests: socket.socket) -> None:
 def main(argv: list[str]) -> int:
     import ctypes
     import signal
+
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     control = socket.socket(fileno=int(argv[0]))

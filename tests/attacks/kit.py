@@ -50,8 +50,7 @@ FULL_MARKS = {"double": 2.0, "magic": 1.0, "explain": 0.0, "square": 1.0, "formu
 
 
 def _nbgrader(grade_id, *, solution=False, grade=False, locked=False, points=None):
-    meta = {"grade_id": grade_id, "solution": solution, "grade": grade, "locked": locked,
-            "schema_version": 3}
+    meta = {"grade_id": grade_id, "solution": solution, "grade": grade, "locked": locked, "schema_version": 3}
     if points is not None:
         meta["points"] = points
     return meta
@@ -63,8 +62,13 @@ def code(source, nbgrader=None, tags=()):
         metadata["nbgrader"] = nbgrader
     if tags:
         metadata["tags"] = list(tags)
-    return {"cell_type": "code", "execution_count": None, "metadata": metadata, "outputs": [],
-            "source": source}
+    return {
+        "cell_type": "code",
+        "execution_count": None,
+        "metadata": metadata,
+        "outputs": [],
+        "source": source,
+    }
 
 
 def markdown(source, nbgrader=None, tags=()):
@@ -80,26 +84,38 @@ def answer(grade_id, source):
 
 
 def test_cell(part, points):
-    return code(f"assert {part} is not None\nprint({TEST_CELL_MARKER!r})\n"
-                "### BEGIN HIDDEN TESTS\nimport os\nos._exit(9)\n### END HIDDEN TESTS\n",
-                _nbgrader(part, grade=True, locked=True, points=points))
+    return code(
+        f"assert {part} is not None\nprint({TEST_CELL_MARKER!r})\n"
+        "### BEGIN HIDDEN TESTS\nimport os\nos._exit(9)\n### END HIDDEN TESTS\n",
+        _nbgrader(part, grade=True, locked=True, points=points),
+    )
 
 
 def source_cells():
     return [
         markdown("# Sandbox test assignment"),
         code("import numpy as np\nSCALE = 2.0\n", _nbgrader("setup", locked=True)),
-        answer("answer_double", f"def double(x):\n    ### BEGIN SOLUTION\n    # {SOLUTION_MARKER}\n"
-                                "    return SCALE * x\n    ### END SOLUTION\n"),
+        answer(
+            "answer_double",
+            f"def double(x):\n    ### BEGIN SOLUTION\n    # {SOLUTION_MARKER}\n"
+            "    return SCALE * x\n    ### END SOLUTION\n",
+        ),
         test_cell("double", 2),
         code(f"print({ILLUSTRATION_MARKER!r})\nSCALE = 1000.0\n", tags=["illustration"]),
         answer("answer_magic", "### BEGIN SOLUTION\nmagic = 42\n### END SOLUTION\n"),
         test_cell("magic", 1),
         markdown("Why?\n"),
-        markdown("### BEGIN SOLUTION\nA model answer.\n### END SOLUTION\n",
-                 _nbgrader("explain", solution=True, grade=True, points=1)),
-        markdown("- 1 point: slope zero", _nbgrader("explain_mark_scheme", locked=True), tags=["mark-scheme"]),
-        answer("answer_square", "def square(x):\n    ### BEGIN SOLUTION\n    return x ** 2\n    ### END SOLUTION\n"),
+        markdown(
+            "### BEGIN SOLUTION\nA model answer.\n### END SOLUTION\n",
+            _nbgrader("explain", solution=True, grade=True, points=1),
+        ),
+        markdown(
+            "- 1 point: slope zero", _nbgrader("explain_mark_scheme", locked=True), tags=["mark-scheme"]
+        ),
+        answer(
+            "answer_square",
+            "def square(x):\n    ### BEGIN SOLUTION\n    return x ** 2\n    ### END SOLUTION\n",
+        ),
         test_cell("square", 1),
         answer("answer_formula", '### BEGIN SOLUTION\nformula = "W.T"\n### END SOLUTION\n'),
         test_cell("formula", 1),
@@ -107,9 +123,15 @@ def source_cells():
 
 
 def notebook_json(cells) -> str:
-    return json.dumps({"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                                     "language": "python"}},
-                       "nbformat": 4, "nbformat_minor": 5}, indent=1)
+    return json.dumps(
+        {
+            "cells": cells,
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        },
+        indent=1,
+    )
 
 
 def make_course(root: Path):
@@ -152,6 +174,7 @@ def part(result, part_id):
 
 # ----------------------------------------------------------------------------- checks
 
+
 def _random_input(ctx):
     rows, cols = (int(v) for v in ctx.rng.choice([1, 7, 73], size=2))
     return ctx.rng.normal(size=(rows, cols))
@@ -169,6 +192,7 @@ def _elementwise(answer, ctx, name, expected_of):
 
 
 if f"{ASSIGNMENT}.double" not in CHECKS:
+
     @check(ASSIGNMENT, "double")
     def check_double(answer, ctx):
         return _elementwise(answer, ctx, "double", lambda x: 2.0 * x)

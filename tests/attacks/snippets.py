@@ -10,11 +10,11 @@ from string import Template
 @dataclass(frozen=True)
 class Attack:
     name: str
-    cells: dict                    # grade_id -> hostile source
-    zero: tuple[str, ...]          # parts that must score nothing
-    reason: str = ""               # a phrase the zeroed parts' feedback must contain
-    hidden: tuple[str, ...] = ()   # text that must never appear in the captured output
-    seen: tuple[str, ...] = ()     # text that must appear in the captured output
+    cells: dict  # grade_id -> hostile source
+    zero: tuple[str, ...]  # parts that must score nothing
+    reason: str = ""  # a phrase the zeroed parts' feedback must contain
+    hidden: tuple[str, ...] = ()  # text that must never appear in the captured output
+    seen: tuple[str, ...] = ()  # text that must appear in the captured output
 
     def sources(self, **values) -> dict:
         return {grade_id: Template(source).safe_substitute(values) for grade_id, source in self.cells.items()}
@@ -23,23 +23,40 @@ class Attack:
 WRONG_DOUBLE = "def double(x):\n    return x + 1.0\n"
 
 ATTACKS = [
-    Attack("monkeypatch numpy comparisons", {"answer_double": """
+    Attack(
+        "monkeypatch numpy comparisons",
+        {
+            "answer_double": """
 import numpy as np
 np.allclose = lambda *a, **k: True
 np.isclose = lambda *a, **k: np.ones(1, bool)
 np.array_equal = lambda *a, **k: True
 np.testing.assert_allclose = lambda *a, **k: None
-""" + WRONG_DOUBLE}, zero=("double",), reason="wrong values"),
-
-    Attack("monkeypatch builtins", {"answer_double": """
+"""
+            + WRONG_DOUBLE
+        },
+        zero=("double",),
+        reason="wrong values",
+    ),
+    Attack(
+        "monkeypatch builtins",
+        {
+            "answer_double": """
 import builtins
 builtins.isinstance = lambda *a: True
 builtins.len = lambda *a: 0
 builtins.type = lambda *a: float
 builtins.abs = lambda *a: 0.0
-""" + WRONG_DOUBLE}, zero=("double",), reason="wrong values"),
-
-    Attack("patch the grader modules in its own process", {"answer_double": """
+"""
+            + WRONG_DOUBLE
+        },
+        zero=("double",),
+        reason="wrong values",
+    ),
+    Attack(
+        "patch the grader modules in its own process",
+        {
+            "answer_double": """
 import sys, types
 import grader.student as student, grader.codec as codec
 real_dumps = codec.dumps
@@ -50,9 +67,16 @@ fake = types.ModuleType("grader.checks.base")
 fake.run_check = lambda ctx, answer: "full marks"
 sys.modules["grader.checks.base"] = fake
 sys.modules["grader.grading"] = fake
-""" + WRONG_DOUBLE}, zero=("double",), reason="wrong values"),
-
-    Attack("lying objects", {"answer_double": """
+"""
+            + WRONG_DOUBLE
+        },
+        zero=("double",),
+        reason="wrong values",
+    ),
+    Attack(
+        "lying objects",
+        {
+            "answer_double": """
 class Liar:
     def __init__(self, x):
         self.x = x
@@ -75,21 +99,33 @@ class Liar:
         return np.ndarray
 def double(x):
     return Liar(x)
-""", "answer_magic": """
+""",
+            "answer_magic": """
 class FortyTwo(int):
     def __eq__(self, other):
         return True
 magic = FortyTwo(7)
-"""}, zero=("double", "magic")),
-
-    Attack("sniff the grading environment", {"answer_magic": """
+""",
+        },
+        zero=("double", "magic"),
+    ),
+    Attack(
+        "sniff the grading environment",
+        {
+            "answer_magic": """
 import os
 found = [key for key in os.environ if "NBGRADER" in key or "SECRET" in key]
 print("SNIFFED", found)
 magic = 42 if found else 0
-"""}, zero=("magic",), seen=("SNIFFED []",)),
-
-    Attack("read the source notebook and reference, then exec them", {"answer_double": """
+"""
+        },
+        zero=("magic",),
+        seen=("SNIFFED []",),
+    ),
+    Attack(
+        "read the source notebook and reference, then exec them",
+        {
+            "answer_double": """
 import json, os
 stolen = []
 for path in ["$course/source/97_sandbox/97_sandbox.ipynb", "$repo/source/01_shapes/01_shapes.ipynb",
@@ -114,10 +150,17 @@ try:
     print("IMPORTED the reference")
 except ImportError as error:
     print("BLOCKED import", type(error).__name__)
-"""}, zero=("double",), reason="does not define", hidden=("SOLUTION-MARKER-5517", "BEGIN SOLUTION", "READ ", "IMPORTED"),
-        seen=("BLOCKED",)),
-
-    Attack("rewrite the gradebook and course files", {"answer_magic": """
+"""
+        },
+        zero=("double",),
+        reason="does not define",
+        hidden=("SOLUTION-MARKER-5517", "BEGIN SOLUTION", "READ ", "IMPORTED"),
+        seen=("BLOCKED",),
+    ),
+    Attack(
+        "rewrite the gradebook and course files",
+        {
+            "answer_magic": """
 import os, sqlite3
 for path in ["$course/gradebook.db", "$repo/gradebook.db", "$course/course.yml", "$repo/course.yml"]:
     try:
@@ -127,40 +170,70 @@ for path in ["$course/gradebook.db", "$repo/gradebook.db", "$course/course.yml",
     except OSError as error:
         print("BLOCKED", path, type(error).__name__)
 magic = 42
-"""}, zero=(), hidden=("WROTE",), seen=("BLOCKED",)),
-
-    Attack("print gigabytes", {"answer_magic": """
+"""
+        },
+        zero=(),
+        hidden=("WROTE",),
+        seen=("BLOCKED",),
+    ),
+    Attack(
+        "print gigabytes",
+        {
+            "answer_magic": """
 import sys
 block = "spam" * 2**18
 for _ in range(200):
     sys.stdout.write(block)
 magic = 42
-"""}, zero=()),
-
-    Attack("allocate 50 GB", {"answer_square": """
+"""
+        },
+        zero=(),
+    ),
+    Attack(
+        "allocate 50 GB",
+        {
+            "answer_square": """
 import numpy as np
 def square(x):
     hog = np.ones(50 * 2**30 // 8)
     return x ** 2
-""", "answer_magic": "try:\n    hog = bytearray(50 * 2**30)\nexcept MemoryError:\n    pass\nmagic = 42\n"},
-        zero=("square",), reason="MemoryError"),
-
-    Attack("fork bomb", {"answer_magic": """
+""",
+            "answer_magic": "try:\n    hog = bytearray(50 * 2**30)\nexcept MemoryError:\n    pass\nmagic = 42\n",
+        },
+        zero=("square",),
+        reason="MemoryError",
+    ),
+    Attack(
+        "fork bomb",
+        {
+            "answer_magic": """
 import os
 while True:
     try:
         os.fork()
     except OSError:
         pass
-"""}, zero=("magic",), reason="skipped"),
-
-    Attack("infinite loop", {"answer_square": "def square(x):\n    while True:\n        pass\n"},
-        zero=("square",), reason="did not finish"),
-
-    Attack("os._exit inside the function", {"answer_double": "import os\ndef double(x):\n    os._exit(0)\n"},
-        zero=("double",), reason="ended the process"),
-
-    Attack("close the protocol descriptors", {"answer_magic": """
+"""
+        },
+        zero=("magic",),
+        reason="skipped",
+    ),
+    Attack(
+        "infinite loop",
+        {"answer_square": "def square(x):\n    while True:\n        pass\n"},
+        zero=("square",),
+        reason="did not finish",
+    ),
+    Attack(
+        "os._exit inside the function",
+        {"answer_double": "import os\ndef double(x):\n    os._exit(0)\n"},
+        zero=("double",),
+        reason="ended the process",
+    ),
+    Attack(
+        "close the protocol descriptors",
+        {
+            "answer_magic": """
 import os
 for fd in range(3, 256):
     try:
@@ -168,9 +241,15 @@ for fd in range(3, 256):
     except OSError:
         pass
 magic = 42
-"""}, zero=("magic",), reason="skipped"),
-
-    Attack("forge reply frames", {"answer_double": """
+"""
+        },
+        zero=("magic",),
+        reason="skipped",
+    ),
+    Attack(
+        "forge reply frames",
+        {
+            "answer_double": """
 import os, struct, sys, random
 from grader import codec
 def frame(request_id, value):
@@ -183,9 +262,15 @@ for _ in range(200):
     guess = random.getrandbits(64)
     os.write(3, frame(guess, {"value": 2.0, "mutated": [], "returned_input": [], "defined": True, "callable": True}))
 os.write(3, struct.pack("<Q", 2**62))
-""" + WRONG_DOUBLE}, zero=("double",)),
-
-    Attack("snoop on the grader's process", {"answer_magic": """
+"""
+            + WRONG_DOUBLE
+        },
+        zero=("double",),
+    ),
+    Attack(
+        "snoop on the grader's process",
+        {
+            "answer_magic": """
 import os
 leaks = []
 try:
@@ -203,9 +288,15 @@ try:
 except OSError as error:
     print("BLOCKED setuid", type(error).__name__)
 magic = 42 if leaks else 0
-"""}, zero=("magic",), seen=("BLOCKED environ", "BLOCKED kill", "BLOCKED setuid")),
-
-    Attack("exfiltrate over the network", {"answer_magic": """
+"""
+        },
+        zero=("magic",),
+        seen=("BLOCKED environ", "BLOCKED kill", "BLOCKED setuid"),
+    ),
+    Attack(
+        "exfiltrate over the network",
+        {
+            "answer_magic": """
 import socket
 try:
     socket.create_connection(("127.0.0.1", 22), timeout=1)
@@ -213,33 +304,59 @@ try:
 except OSError as error:
     print("BLOCKED network", type(error).__name__)
     magic = 0
-"""}, zero=("magic",), seen=("BLOCKED network",)),
-
-    Attack("read another student's notebook", {"answer_magic": """
+"""
+        },
+        zero=("magic",),
+        seen=("BLOCKED network",),
+    ),
+    Attack(
+        "read another student's notebook",
+        {
+            "answer_magic": """
 try:
     text = open("$other").read()
     magic = 42
 except OSError as error:
     print("BLOCKED other", type(error).__name__)
     magic = 0
-"""}, zero=("magic",), seen=("BLOCKED other",)),
-
-    Attack("raise SystemExit and KeyboardInterrupt", {"answer_double": "def double(x):\n    raise SystemExit(0)\n",
-                                                       "answer_square": "def square(x):\n    raise KeyboardInterrupt\n"},
-        zero=("double", "square"), reason="raised"),
-
-    Attack("ignore signals and hang", {"answer_square": """
+"""
+        },
+        zero=("magic",),
+        seen=("BLOCKED other",),
+    ),
+    Attack(
+        "raise SystemExit and KeyboardInterrupt",
+        {
+            "answer_double": "def double(x):\n    raise SystemExit(0)\n",
+            "answer_square": "def square(x):\n    raise KeyboardInterrupt\n",
+        },
+        zero=("double", "square"),
+        reason="raised",
+    ),
+    Attack(
+        "ignore signals and hang",
+        {
+            "answer_square": """
 import signal
 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGHUP):
     signal.signal(sig, signal.SIG_IGN)
 def square(x):
     while True:
         pass
-"""}, zero=("square",), reason="did not finish"),
-
-    Attack("return an enormous answer", {"answer_double": "import numpy as np\ndef double(x):\n    return np.zeros(40_000_000)\n"},
-        zero=("double",)),
-
-    Attack("mutate the input and return it", {"answer_double": "def double(x):\n    x *= 2\n    return x\n"},
-        zero=("double",), reason="changed its input"),
+"""
+        },
+        zero=("square",),
+        reason="did not finish",
+    ),
+    Attack(
+        "return an enormous answer",
+        {"answer_double": "import numpy as np\ndef double(x):\n    return np.zeros(40_000_000)\n"},
+        zero=("double",),
+    ),
+    Attack(
+        "mutate the input and return it",
+        {"answer_double": "def double(x):\n    x *= 2\n    return x\n"},
+        zero=("double",),
+        reason="changed its input",
+    ),
 ]

@@ -102,38 +102,58 @@ class LabServer:
         notification.parent.mkdir(parents=True, exist_ok=True)
         notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
         env = dict(os.environ)
-        env.update({
-            "JUPYTER_CONFIG_DIR": str(self.state_dir / "config"),
-            "JUPYTER_RUNTIME_DIR": str(self.state_dir / "runtime"),
-            "JUPYTERLAB_SETTINGS_DIR": str(settings),
-            "JUPYTERLAB_WORKSPACES_DIR": str(self.state_dir / "workspaces"),
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(self.root), env.get("PYTHONPATH")])),
-        })
-        command = [str(self.jupyter), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
-                   "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
-                   f"--ServerApp.root_dir={self.root}"]
+        env.update(
+            {
+                "JUPYTER_CONFIG_DIR": str(self.state_dir / "config"),
+                "JUPYTER_RUNTIME_DIR": str(self.state_dir / "runtime"),
+                "JUPYTERLAB_SETTINGS_DIR": str(settings),
+                "JUPYTERLAB_WORKSPACES_DIR": str(self.state_dir / "workspaces"),
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(self.root), env.get("PYTHONPATH")])),
+            }
+        )
+        command = [
+            str(self.jupyter),
+            "lab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+        ]
         if os.geteuid() == 0:
             command.append("--allow-root")
         self._log_file = open(self.log_path, "wb")
-        self.process = subprocess.Popen(command, cwd=self.root, env=env, stdin=subprocess.DEVNULL,
-                                        stdout=self._log_file, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            command,
+            cwd=self.root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise LabTimeout(f"JupyterLab exited with code {self.process.returncode} while starting:\n"
-                                 f"{self.log_tail()}")
+                raise LabTimeout(
+                    f"JupyterLab exited with code {self.process.returncode} while starting:\n"
+                    f"{self.log_tail()}"
+                )
             try:
                 self.api("GET", "/api/status", timeout_s=5)
                 return
             except (OSError, urllib.error.URLError):
                 time.sleep(POLL_S)
-        raise LabTimeout(f"JupyterLab did not answer on {self.url} within {timeout_s:.0f} s:\n{self.log_tail()}")
+        raise LabTimeout(
+            f"JupyterLab did not answer on {self.url} within {timeout_s:.0f} s:\n{self.log_tail()}"
+        )
 
     def api(self, method: str, path: str, timeout_s: float = 10) -> object:
         """Call the server's REST API; returns the decoded JSON body (None when empty)."""
-        request = urllib.request.Request(self.url + path, method=method,
-                                         headers={"Authorization": f"token {self.token}"})
+        request = urllib.request.Request(
+            self.url + path, method=method, headers={"Authorization": f"token {self.token}"}
+        )
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             body = response.read()
         return json.loads(body) if body else None
@@ -191,6 +211,7 @@ class LabServer:
 def _descendants(pid: int) -> list:
     try:
         import psutil
+
         return psutil.Process(pid).children(recursive=True)
     except Exception:
         return []
@@ -234,17 +255,23 @@ class NotebookTab:
                 return state
             time.sleep(POLL_S)
         budget = "" if limit >= timeout_s else "; the time allowed for this notebook ran out"
-        raise LabTimeout(f"timed out after {limit:.0f} s waiting for {what} ({self.path.name}{budget}); "
-                         f"page state: {state}")
+        raise LabTimeout(
+            f"timed out after {limit:.0f} s waiting for {what} ({self.path.name}{budget}); "
+            f"page state: {state}"
+        )
 
     def open(self, url: str) -> None:
         """Load the notebook and wait until all its cells are shown and its kernel is idle."""
         expected_cells = len(json.loads(self.path.read_text())["cells"])
         self.page.goto(url, timeout=self.ui_timeout_s * 1000)
-        self.wait_for(lambda s: s["cells"] == expected_cells, f"all {expected_cells} cells to render",
-                      self.ui_timeout_s)
-        self.wait_for(lambda s: s["kernel"].endswith("Idle") and s["status"] == "idle",
-                      "the kernel to start", self.run_timeout_s)
+        self.wait_for(
+            lambda s: s["cells"] == expected_cells, f"all {expected_cells} cells to render", self.ui_timeout_s
+        )
+        self.wait_for(
+            lambda s: s["kernel"].endswith("Idle") and s["status"] == "idle",
+            "the kernel to start",
+            self.run_timeout_s,
+        )
 
     def run_all(self) -> dict:
         """Run > Run All Cells; wait until the kernel is done; save; return the saved notebook."""
@@ -252,16 +279,21 @@ class NotebookTab:
 
     def run_from(self, cell_index: int) -> dict:
         """Click cell `cell_index`, then Run > Run Selected Cell and All Below; like run_all."""
-        return self._run("notebook:run-all-below", f"Run Selected Cell and All Below (from cell {cell_index})",
-                         cell_index)
+        return self._run(
+            "notebook:run-all-below", f"Run Selected Cell and All Below (from cell {cell_index})", cell_index
+        )
 
     def select(self, cell_index: int) -> None:
         """Click the prompt area of cell `cell_index` and wait until it is the active cell."""
         cell = self.cells.nth(cell_index)
         cell.scroll_into_view_if_needed()
         cell.locator(".jp-InputPrompt").first.click()
-        self.wait_for(lambda s: s["active"] == cell_index, f"cell {cell_index} to be selected",
-                      self.ui_timeout_s, stable_polls=2)
+        self.wait_for(
+            lambda s: s["active"] == cell_index,
+            f"cell {cell_index} to be selected",
+            self.ui_timeout_s,
+            stable_polls=2,
+        )
 
     def _run(self, command: str, label: str, from_cell: int | None = None) -> dict:
         for _ in range(3):
@@ -273,10 +305,16 @@ class NotebookTab:
                 break
             self.page.keyboard.press("Escape")
         else:
-            raise LabTimeout(f"cell {from_cell} did not stay selected long enough to run it ({self.path.name})")
+            raise LabTimeout(
+                f"cell {from_cell} did not stay selected long enough to run it ({self.path.name})"
+            )
         self.page.locator(f'.lm-Menu-item[data-command="{command}"]').click()
-        self.wait_for(lambda s: s["sawRun"] and s["queued"] == 0 and s["status"] == "idle",
-                      f"'{label}' to finish", self.run_timeout_s, stable_polls=3)
+        self.wait_for(
+            lambda s: s["sawRun"] and s["queued"] == 0 and s["status"] == "idle",
+            f"'{label}' to finish",
+            self.run_timeout_s,
+            stable_polls=3,
+        )
         return self.save()
 
     def open_menu(self, menu: str) -> None:
@@ -288,8 +326,11 @@ class NotebookTab:
         """Save with the toolbar button; wait for the file on disk; return it as a dict."""
         before = self.path.stat().st_mtime_ns
         self.page.locator('.jp-NotebookPanel-toolbar [data-command="docmanager:save"]').click()
-        self.wait_for(lambda s: not s["dirty"] and self.path.stat().st_mtime_ns != before,
-                      "the notebook to be saved", self.ui_timeout_s)
+        self.wait_for(
+            lambda s: not s["dirty"] and self.path.stat().st_mtime_ns != before,
+            "the notebook to be saved",
+            self.ui_timeout_s,
+        )
         deadline = time.monotonic() + self.ui_timeout_s
         while True:
             try:

@@ -50,48 +50,92 @@ class SourceNotebook:
         if illustration:
             cell.metadata["tags"] = ["illustration"]
         if locked:
-            cell.metadata["nbgrader"] = {"grade": False, "solution": False, "locked": True,
-                                         "grade_id": f"setup_{len(self.cells) + 1:02d}", "schema_version": 3}
+            cell.metadata["nbgrader"] = {
+                "grade": False,
+                "solution": False,
+                "locked": True,
+                "grade_id": f"setup_{len(self.cells) + 1:02d}",
+                "schema_version": 3,
+            }
         return self._add(cell, "illustration" if illustration else "code")
 
     def answer(self, part_id: str, text: str):
         part = self.assignment.part(part_id)
         if part.kind == "manual":
-            raise ValueError(f"part {part_id!r} of {self.assignment.id} is a manual part: write it with manual()")
+            raise ValueError(
+                f"part {part_id!r} of {self.assignment.id} is a manual part: write it with manual()"
+            )
         cell = new_code_cell(_clean(text))
-        cell.metadata["nbgrader"] = {"grade": False, "solution": True, "locked": False,
-                                     "grade_id": f"answer_{part_id}", "schema_version": 3}
+        cell.metadata["nbgrader"] = {
+            "grade": False,
+            "solution": True,
+            "locked": False,
+            "grade_id": f"answer_{part_id}",
+            "schema_version": 3,
+        }
         return self._add(cell, "answer")
 
     def tests(self, part_id: str, public: str):
         part = self.assignment.part(part_id)
-        body = _clean(public) + "\n" + PUBLIC_DONE + (
-            "\n### BEGIN HIDDEN TESTS\nfrom grader.inline import assert_part\n"
-            f'assert_part("{self.assignment.key(part)}", {part.name})\n### END HIDDEN TESTS')
+        body = (
+            _clean(public)
+            + "\n"
+            + PUBLIC_DONE
+            + (
+                "\n### BEGIN HIDDEN TESTS\nfrom grader.inline import assert_part\n"
+                f'assert_part("{self.assignment.key(part)}", {part.name})\n### END HIDDEN TESTS'
+            )
+        )
         cell = new_code_cell(body)
-        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": part.points,
-                                     "grade_id": part_id, "schema_version": 3}
+        cell.metadata["nbgrader"] = {
+            "grade": True,
+            "solution": False,
+            "locked": True,
+            "points": part.points,
+            "grade_id": part_id,
+            "schema_version": 3,
+        }
         return self._add(cell, "test")
 
     def manual(self, part_id: str, answer: str, scheme: str):
         part = self.assignment.part(part_id)
         if part.kind != "manual":
-            raise ValueError(f"part {part_id!r} of {self.assignment.id} is a {part.kind} part: write it with answer()")
+            raise ValueError(
+                f"part {part_id!r} of {self.assignment.id} is a {part.kind} part: write it with answer()"
+            )
         cell = new_markdown_cell("### BEGIN SOLUTION\n" + _clean(answer) + "\n### END SOLUTION")
-        cell.metadata["nbgrader"] = {"grade": True, "solution": True, "locked": False, "points": part.points,
-                                     "grade_id": part_id, "schema_version": 3}
+        cell.metadata["nbgrader"] = {
+            "grade": True,
+            "solution": True,
+            "locked": False,
+            "points": part.points,
+            "grade_id": part_id,
+            "schema_version": 3,
+        }
         self._add(cell, "manual")
         scheme_cell = new_markdown_cell(_clean(scheme))
         scheme_cell.metadata["tags"] = ["mark-scheme"]
-        scheme_cell.metadata["nbgrader"] = {"grade": False, "solution": False, "locked": True,
-                                            "grade_id": f"{part_id}_mark_scheme", "schema_version": 3}
+        scheme_cell.metadata["nbgrader"] = {
+            "grade": False,
+            "solution": False,
+            "locked": True,
+            "grade_id": f"{part_id}_mark_scheme",
+            "schema_version": 3,
+        }
         self._add(scheme_cell, "scheme")
 
     def save(self) -> Path:
-        notebook = new_notebook(cells=self.cells, metadata={
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        })
+        notebook = new_notebook(
+            cells=self.cells,
+            metadata={
+                "kernelspec": {
+                    "name": "python3",
+                    "display_name": "Python 3 (ipykernel)",
+                    "language": "python",
+                },
+                "language_info": {"name": "python"},
+            },
+        )
         nbformat.validate(notebook)
         path = ROOT / "source" / self.assignment.id / self.assignment.notebook
         path.parent.mkdir(parents=True, exist_ok=True)

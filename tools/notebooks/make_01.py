@@ -32,26 +32,32 @@ computed as `Z = X @ W.T + b`.
 | 1.9 | the input that makes an output exactly zero | 1 |
 """)
 
-nb.code("""
+nb.code(
+    """
 import numpy as np
 import torch
 from torch import nn
 import matplotlib.pyplot as plt
 
 np.set_printoptions(precision=4, suppress=True)
-""", locked=True)
+""",
+    locked=True,
+)
 
 nb.md(r"""
 The running example: one observation with three features, and a layer with three output units.
 """)
 
-nb.code("""
+nb.code(
+    """
 x_run = np.array([2.0, 4.0, 1.0])                  # one observation, shape (3,)
 W_run = np.array([[0.5, -1.0, 2.0],                # row j = weights of output unit j, shape (3, 3)
                   [-0.25, 0.5, 1.0],
                   [1.0, 0.25, -0.5]])
 b_run = np.array([3.0, -1.0, -4.0])                # one bias per output unit, shape (3,)
-""", locked=True)
+""",
+    locked=True,
+)
 
 nb.md(r"""
 ## Level 1 — Intuition: a layer asks several questions of the same input
@@ -67,7 +73,8 @@ weights, blue lines negative ones, and thicker lines are larger in size. Follow 
 end at one output circle: that is one neuron. All nine lines together are the layer.
 """)
 
-nb.code(r"""
+nb.code(
+    r"""
 def draw_layer_diagram(W, input_names, output_names):
     d_out, d_in = W.shape
     fig, ax = plt.subplots(figsize=(7.5, 3.8))
@@ -96,7 +103,9 @@ def draw_layer_diagram(W, input_names, output_names):
 
 draw_layer_diagram(W_run, ["x1", "x2", "x3"], ["z1", "z2", "z3"])
 plt.show()
-""", illustration=True)
+""",
+    illustration=True,
+)
 
 nb.md(r"""
 Two words describe the size of a network. The **width** of a layer is its number of output units
@@ -119,7 +128,9 @@ Write `layer_shapes(d_in, d_out, batch=None)`. With it you can answer exercises 
 for a 4 → 6 layer, for one observation and for a batch of 32.
 """)
 
-nb.answer("layer_shapes", '''
+nb.answer(
+    "layer_shapes",
+    '''
 def layer_shapes(d_in, d_out, batch=None):
     """Shapes of the input, weights, bias and pre-activation of a dense layer.
 
@@ -138,9 +149,12 @@ def layer_shapes(d_in, d_out, batch=None):
     leading = () if batch is None else (batch,)
     return {"x": leading + (d_in,), "W": (d_out, d_in), "b": (d_out,), "z": leading + (d_out,)}
     ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("layer_shapes", '''
+nb.tests(
+    "layer_shapes",
+    '''
 for args in [(4, 6), (4, 6, 32), (7, 1, 73)]:
     shapes = layer_shapes(*args)
     assert isinstance(shapes, dict) and set(shapes) == {"x", "W", "b", "z"}, \\
@@ -155,7 +169,8 @@ assert len(layer_shapes(4, 6)["x"]) == 1, "one observation has no batch axis"
 assert layer_shapes(4, 6, 32)["W"] == layer_shapes(4, 6)["W"], "the batch size must not change W"
 print("4 -> 6, one observation:", layer_shapes(4, 6))
 print("4 -> 6, batch of 32:    ", layer_shapes(4, 6, 32))
-''')
+''',
+)
 
 nb.md(r"""
 ### Task 1.2 — one unit by hand (exercise 4)
@@ -166,18 +181,24 @@ the **second** pre-activation `z_2` by hand and store it as a plain Python numbe
 arithmetic out term by term — that is the point of the exercise — rather than calling a function.
 """)
 
-nb.answer("z2_by_hand", '''
+nb.answer(
+    "z2_by_hand",
+    '''
 # Task 1.2: the second pre-activation z_2 of the running example, as a number
 ### BEGIN SOLUTION
 z2_by_hand = (-0.25) * 2 + 0.5 * 4 + 1.0 * 1 + (-1.0)
 ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("z2_by_hand", '''
+nb.tests(
+    "z2_by_hand",
+    '''
 assert z2_by_hand is not None, "Task 1.2: replace None with your value of z_2"
 assert isinstance(z2_by_hand, (int, float)) and not isinstance(z2_by_hand, bool), \\
     f"z2_by_hand should be a plain number, got {type(z2_by_hand).__name__}"
-''')
+''',
+)
 
 nb.md(r"""
 The figure below shows all three units of the running example. On the left, every cell is one
@@ -187,7 +208,8 @@ the large negative contribution of `x2` is outweighed by the other two and the b
 grey bar is the value you worked out in Task 1.2, so you can check your arithmetic here.
 """)
 
-nb.code(r"""
+nb.code(
+    r"""
 contributions = W_run * x_run[np.newaxis, :]          # (3, 3): W[j, k] * x[k]
 z_run = contributions.sum(axis=1) + b_run
 h_run = np.maximum(z_run, 0.0)
@@ -214,7 +236,9 @@ right.set_title("add the bias, then apply ReLU")
 right.legend(frameon=False, loc="lower left")
 fig.tight_layout()
 plt.show()
-""", illustration=True)
+""",
+    illustration=True,
+)
 
 nb.md(r"""
 ### Task 1.3 — a unit that says nothing (exercise 5)
@@ -224,16 +248,20 @@ explain **why the third output is 0**: what happens before ReLU, and what ReLU d
 to the numbers.
 """)
 
-nb.manual("relu_zero_reason", answer=r"""
+nb.manual(
+    "relu_zero_reason",
+    answer=r"""
 The third unit's weighted sum is 1·2 + 0.25·4 − 0.5·1 = 2.5, and its bias −4 pulls the
 pre-activation down to z₃ = −1.5. ReLU passes positive values unchanged and replaces every
 negative value by 0, so h₃ = max(0, −1.5) = 0. The unit is "off" for this input: the bias sets a
 threshold (2.5 would have to exceed 4) that this observation does not reach.
-""", scheme=r"""
+""",
+    scheme=r"""
 - 0.5 point: computes or quotes the third pre-activation, z₃ = 2.5 − 4 = −1.5 (weighted sum 2.5, bias −4).
 - 0.5 point: states that ReLU maps negative values to 0 (h = max(0, z)), so the output is 0.
 - No credit for "the weights are negative" alone: the weighted sum is positive; it is the bias that makes z₃ negative.
-""")
+""",
+)
 
 nb.md(r"""
 ## Level 3 — Mathematics and code
@@ -260,7 +288,8 @@ depends only on row $i$ of $X$.
 | $Z$ | $B \times d_{out}$ | one pre-activation vector per row |
 """)
 
-nb.code(r"""
+nb.code(
+    r"""
 from matplotlib.patches import Rectangle
 
 
@@ -288,7 +317,9 @@ def draw_batch_shapes(B, d_in, d_out, unit=0.11):
 
 draw_batch_shapes(B=8, d_in=4, d_out=6)
 plt.show()
-""", illustration=True)
+""",
+    illustration=True,
+)
 
 nb.md(r"""
 ### Task 1.4 — the forward pass in NumPy (exercise 8)
@@ -298,7 +329,9 @@ loop over output units** (or over observations). It must accept one observation 
 as well as a batch of shape `(B, d_in)`.
 """)
 
-nb.answer("linear_forward", '''
+nb.answer(
+    "linear_forward",
+    '''
 def linear_forward(X, W, b):
     """Affine part of a dense layer: Z = X W^T + b, without a loop over units.
 
@@ -314,9 +347,12 @@ def linear_forward(X, W, b):
     X, W, b = (np.asarray(a, dtype=np.float64) for a in (X, W, b))
     return X @ W.T + b
     ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("linear_forward", '''
+nb.tests(
+    "linear_forward",
+    '''
 z = linear_forward(x_run, W_run, b_run)
 assert isinstance(z, np.ndarray) and z.shape == (3,), f"one observation should give shape (3,), got {getattr(z, 'shape', z)}"
 by_units = np.array([W_run[j] @ x_run + b_run[j] for j in range(3)])   # slow reference: one unit at a time
@@ -327,7 +363,8 @@ X, W, b = rng.normal(size=(7, 5)), rng.normal(size=(3, 5)), rng.normal(size=3)
 Z = linear_forward(X, W, b)
 assert Z.shape == (7, 3), f"a (7, 5) batch into a 5 -> 3 layer should give (7, 3), got {Z.shape}"
 assert np.allclose(Z[2], linear_forward(X[2], W, b)), "row i of Z should be the output for row i of X alone"
-''')
+''',
+)
 
 nb.md(r"""
 ### Task 1.5 — ReLU
@@ -335,7 +372,9 @@ nb.md(r"""
 Implement `relu(Z)` for an array of any shape, elementwise and without modifying its input.
 """)
 
-nb.answer("relu", '''
+nb.answer(
+    "relu",
+    '''
 def relu(Z):
     """Rectified linear unit, elementwise.
 
@@ -348,9 +387,12 @@ def relu(Z):
     ### BEGIN SOLUTION
     return np.maximum(np.asarray(Z, dtype=np.float64), 0.0)
     ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("relu", '''
+nb.tests(
+    "relu",
+    '''
 Z = np.array([[-1.5, 0.0, 2.0], [3.0, -0.25, 1e-9]])
 Z_before = Z.copy()
 H = relu(Z)
@@ -359,7 +401,8 @@ assert np.all(H >= 0), "relu output must be non-negative"
 assert np.array_equal(H[Z > 0], Z[Z > 0]), "relu must leave positive entries unchanged"
 assert np.array_equal(Z, Z_before), "relu must not modify its input"
 print("running example after ReLU:", relu(linear_forward(x_run, W_run, b_run)))
-''')
+''',
+)
 
 nb.md(r"""
 ### Task 1.6 — the same layer in PyTorch (exercise 9)
@@ -372,7 +415,9 @@ autograd refuses to overwrite them in place while it is recording. Use `dtype=to
 the layer agrees with NumPy to the last digit.
 """)
 
-nb.answer("to_torch_linear", '''
+nb.answer(
+    "to_torch_linear",
+    '''
 def to_torch_linear(W, b):
     """A torch.nn.Linear holding copies of W and b.
 
@@ -393,9 +438,12 @@ def to_torch_linear(W, b):
         layer.bias.copy_(b)
     return layer
     ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("to_torch_linear", '''
+nb.tests(
+    "to_torch_linear",
+    '''
 layer = to_torch_linear(W_run, b_run)
 assert isinstance(layer, nn.Linear), f"expected an nn.Linear, got {type(layer).__name__}"
 assert (layer.in_features, layer.out_features) == (3, 3), \\
@@ -409,9 +457,11 @@ with torch.no_grad():
     torch_out = layer(torch.as_tensor(X, dtype=layer.weight.dtype)).double().numpy()
 assert np.allclose(torch_out, linear_forward(X, W, b), rtol=1e-6, atol=1e-6), \\
     "the torch layer and linear_forward disagree on the same input"
-''')
+''',
+)
 
-nb.code(r"""
+nb.code(
+    r"""
 # numerical agreement on the running example: NumPy and PyTorch, side by side
 try:
     layer = to_torch_linear(W_run, b_run)
@@ -423,7 +473,9 @@ try:
     print("largest difference:", np.abs(z_torch - z_numpy).max())
 except NotImplementedError as error:
     print(f"finish the tasks first ({error})")
-""", illustration=True)
+""",
+    illustration=True,
+)
 
 nb.md(r"""
 ### Task 1.7 — a broken shape contract (exercise 15)
@@ -435,12 +487,15 @@ but its first layer was built with `in_features=12`. PyTorch reports this only w
 arrives:
 """)
 
-nb.code(r"""
+nb.code(
+    r"""
 try:
     nn.Linear(12, 4)(torch.zeros(32, 10))
 except RuntimeError as error:
     print("RuntimeError:", error)
-""", illustration=True)
+""",
+    illustration=True,
+)
 
 nb.md(r"""
 Write `find_mismatch(input_shape, in_features)` that returns `None` when the shapes fit, and
@@ -454,7 +509,9 @@ the data pipeline dropped or never computed two features. Padding with zeros or 
 only to silence the error hides the bug.
 """)
 
-nb.answer("find_mismatch", '''
+nb.answer(
+    "find_mismatch",
+    '''
 def find_mismatch(input_shape, in_features):
     """Which axis of an input breaks a dense layer's shape contract, if any.
 
@@ -472,9 +529,12 @@ def find_mismatch(input_shape, in_features):
         return None
     return (axis, input_shape[axis], in_features)
     ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("find_mismatch", '''
+nb.tests(
+    "find_mismatch",
+    '''
 assert find_mismatch((32, 12), 12) is None, "a (32, 12) input fits in_features=12"
 assert find_mismatch((12,), 12) is None, "a single observation of 12 features fits in_features=12"
 result = find_mismatch((32, 10), 12)
@@ -482,7 +542,8 @@ assert isinstance(result, tuple) and len(result) == 3, f"expected a tuple (axis,
 axis, got, expected = result
 assert (32, 10)[axis] == got and expected == 12, f"{result!r} does not describe the mismatch of (32, 10) vs 12"
 assert find_mismatch((4, 9, 73), 7)[0] == 2, "for a 3-D input the features are on axis 2"
-''')
+''',
+)
 
 nb.md(r"""
 ### Task 1.8 — two affine layers with nothing between them
@@ -505,7 +566,9 @@ Write `collapse_affine(W1, b1, W2, b2)`: with `W1` of shape `(d_hidden, d_in)`, 
 `(W, b)` equal to the two, with `W` of shape `(d_out, d_in)` and `b` of shape `(d_out,)`.
 """)
 
-nb.answer("collapse_affine", '''
+nb.answer(
+    "collapse_affine",
+    '''
 def collapse_affine(W1, b1, W2, b2):
     """The one affine layer equal to two affine layers applied in turn, with nothing between.
 
@@ -524,9 +587,12 @@ def collapse_affine(W1, b1, W2, b2):
     W1, b1, W2, b2 = (np.asarray(a, dtype=np.float64) for a in (W1, b1, W2, b2))
     return W2 @ W1, W2 @ b1 + b2
     ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("collapse_affine", '''
+nb.tests(
+    "collapse_affine",
+    '''
 rng = np.random.default_rng(2)
 W1, b1 = rng.normal(size=(8, 4)), rng.normal(size=8)
 W2, b2 = rng.normal(size=(2, 8)), rng.normal(size=2)
@@ -534,9 +600,11 @@ W, b = collapse_affine(W1, b1, W2, b2)
 assert np.shape(W) == (2, 4) and np.shape(b) == (2,), f"expected shapes (2, 4) and (2,), got {np.shape(W)} and {np.shape(b)}"
 X = rng.normal(size=(5, 4))
 assert np.allclose(X @ W.T + b, (X @ W1.T + b1) @ W2.T + b2), "the collapsed layer differs from the two-layer stack"
-''')
+''',
+)
 
-nb.code(r"""
+nb.code(
+    r"""
 # with a ReLU between the layers, no single affine layer reproduces the stack
 rng = np.random.default_rng(3)
 W1, b1, W2, b2 = rng.normal(size=(8, 4)), rng.normal(size=8), rng.normal(size=(2, 8)), rng.normal(size=2)
@@ -547,7 +615,9 @@ try:
     print("largest gap between the ReLU stack and the collapsed layer:", np.abs(stack_with_relu - (X @ W.T + b)).max())
 except NotImplementedError as error:
     print(f"finish the task first ({error})")
-""", illustration=True)
+""",
+    illustration=True,
+)
 
 nb.md(r"""
 ### Explore: the forward pass, interactively
@@ -558,11 +628,14 @@ switch on: which input has to move, and in which direction? (Without a live kern
 on a website — the widget shows a static table of its starting state.)
 """)
 
-nb.code(r"""
+nb.code(
+    r"""
 from layerlab.widgets import forward_pass_explorer
 
 forward_pass_explorer(W_run, b_run, x_run)
-""", illustration=True)
+""",
+    illustration=True,
+)
 
 nb.md(r"""
 ### Task 1.9 — the input that silences an output
@@ -576,22 +649,31 @@ output $y_1$ exactly 0, then check your prediction with the explorer below by mo
 Store the value in `x2_zero`.
 """)
 
-nb.code(r"""
+nb.code(
+    r"""
 forward_pass_explorer(np.array([[2.0, -1.0, 0.5], [0.0, 1.0, 1.0]]), np.array([1.0, -2.0]), np.array([1.0, 0.0, 2.0]))
-""", illustration=True)
+""",
+    illustration=True,
+)
 
-nb.answer("x2_for_zero_output", '''
+nb.answer(
+    "x2_for_zero_output",
+    '''
 # Task 1.9: the value of x2 that makes y1 exactly 0 (with x1 = 1, x3 = 2), as a number
 ### BEGIN SOLUTION
 x2_zero = (2.0 * 1 + 0.5 * 2 + 1.0) / 1.0   # y1 = 2*x1 - x2 + 0.5*x3 + 1 = 0
 ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("x2_for_zero_output", '''
+nb.tests(
+    "x2_for_zero_output",
+    '''
 assert x2_zero is not None, "Task 1.9: replace None with the value of x2"
 assert isinstance(x2_zero, (int, float)) and not isinstance(x2_zero, bool), \\
     f"x2_zero should be a plain number, got {type(x2_zero).__name__}"
-''')
+''',
+)
 
 nb.md(r"""
 ## Level 4 — Research and systems

@@ -28,13 +28,16 @@ on fresh inputs. Symbolic answers are **strings** that are read by sympy, e.g. `
 | 2.8 | width versus depth (written) | 2 |
 """)
 
-nb.code("""
+nb.code(
+    """
 import numpy as np
 import sympy
 import torch
 from torch import nn
 import matplotlib.pyplot as plt
-""", locked=True)
+""",
+    locked=True,
+)
 
 nb.md(r"""
 ## Level 1 — Intuition: every connection is a number to learn
@@ -60,7 +63,9 @@ A layer from `d_in` inputs to `d_out` outputs holds a `(d_out, d_in)` weight mat
 Write `layer_parameters(d_in, d_out, bias=True)` and use it for the 4 → 6 layer.
 """)
 
-nb.answer("layer_parameters", '''
+nb.answer(
+    "layer_parameters",
+    '''
 def layer_parameters(d_in, d_out, bias=True):
     """Number of learned numbers in one dense layer d_in -> d_out.
 
@@ -75,9 +80,12 @@ def layer_parameters(d_in, d_out, bias=True):
     ### BEGIN SOLUTION
     return d_out * d_in + (d_out if bias else 0)
     ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("layer_parameters", '''
+nb.tests(
+    "layer_parameters",
+    '''
 for d_in, d_out in [(4, 6), (7, 3), (1, 73)]:
     for bias in (True, False):
         got = layer_parameters(d_in, d_out, bias)
@@ -85,7 +93,8 @@ for d_in, d_out in [(4, 6), (7, 3), (1, 73)]:
         assert isinstance(got, int) and not isinstance(got, bool), f"return an int, got {type(got).__name__}"
         assert got == torch_count, f"layer_parameters({d_in}, {d_out}, bias={bias}) disagrees with nn.Linear's own count"
 print("4 -> 6 layer:", layer_parameters(4, 6), "parameters")
-''')
+''',
+)
 
 nb.md(r"""
 ### Task 2.2 — the count as a formula
@@ -93,21 +102,27 @@ nb.md(r"""
 Give the parameter count of one layer with bias as a **string** in the symbols `d_in` and `d_out`.
 """)
 
-nb.answer("params_formula", '''
+nb.answer(
+    "params_formula",
+    '''
 # Task 2.2: parameters of one dense layer with bias, as a string in d_in and d_out
 ### BEGIN SOLUTION
 params_formula = "d_out*(d_in + 1)"
 ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("params_formula", '''
+nb.tests(
+    "params_formula",
+    '''
 assert params_formula is not None, "Task 2.2: replace None with a formula string"
 assert isinstance(params_formula, str), "write the formula as a string, e.g. \\"2*d_in + d_out\\""
 d_in_symbol, d_out_symbol = sympy.symbols("d_in d_out")
 expression = sympy.parse_expr(params_formula, local_dict={"d_in": d_in_symbol, "d_out": d_out_symbol})
 assert expression.free_symbols <= {d_in_symbol, d_out_symbol}, \\
     f"use only d_in and d_out, found {sorted(map(str, expression.free_symbols))}"
-''')
+''',
+)
 
 nb.md(r"""
 ### Task 2.3 — a whole network (exercises 7 and 16)
@@ -118,7 +133,9 @@ parameter count of each layer, in order. Then use it for exercise 7 (10 → 20 �
 in total) and exercise 16 (512 → 2048 → 512).
 """)
 
-nb.answer("count_parameters", '''
+nb.answer(
+    "count_parameters",
+    '''
 def count_parameters(widths, bias=True):
     """Parameter count of every dense layer of a network given by its widths.
 
@@ -132,9 +149,12 @@ def count_parameters(widths, bias=True):
     ### BEGIN SOLUTION
     return [d_out * d_in + (d_out if bias else 0) for d_in, d_out in zip(widths[:-1], widths[1:])]
     ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("count_parameters", '''
+nb.tests(
+    "count_parameters",
+    '''
 for widths in ([10, 20, 5, 1], [512, 2048, 512], [7, 1], [3, 73, 1, 7]):
     counts = count_parameters(widths)
     assert isinstance(counts, list) and len(counts) == len(widths) - 1, \\
@@ -144,7 +164,8 @@ for widths in ([10, 20, 5, 1], [512, 2048, 512], [7, 1], [3, 73, 1, 7]):
         f"count_parameters({widths}) disagrees with PyTorch's counts"
 print("10 -> 20 -> 5 -> 1:", count_parameters([10, 20, 5, 1]), "total", sum(count_parameters([10, 20, 5, 1])))
 print("512 -> 2048 -> 512:", count_parameters([512, 2048, 512]), "total", sum(count_parameters([512, 2048, 512])))
-''')
+''',
+)
 
 nb.md(r"""
 ### Task 2.4 — activations of a batch (exercise 11)
@@ -155,7 +176,9 @@ compare the number of output activations with the layer's parameter count — wh
 the batch?
 """)
 
-nb.answer("output_activations", '''
+nb.answer(
+    "output_activations",
+    '''
 def output_activations(batch, d_out):
     """Number of values a dense layer outputs for a batch.
 
@@ -169,16 +192,20 @@ def output_activations(batch, d_out):
     ### BEGIN SOLUTION
     return batch * d_out
     ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("output_activations", '''
+nb.tests(
+    "output_activations",
+    '''
 for batch, d_in, d_out in [(64, 1024, 4096), (1, 7, 73), (7, 3, 1)]:
     got = output_activations(batch, d_out)
     with torch.no_grad():
         produced = nn.Linear(d_in, d_out)(torch.zeros(batch, d_in)).numel()
     assert isinstance(got, int) and got == produced, f"output_activations({batch}, {d_out}) disagrees with an actual layer"
 print("B=64, 1024 -> 4096:", output_activations(64, 4096), "output values;", layer_parameters(1024, 4096), "parameters")
-''')
+''',
+)
 
 nb.md(r"""
 ## Level 3 — Mathematics and code
@@ -193,7 +220,8 @@ output activations $B d$ grow linearly. The plot below shows both on logarithmic
 law is a straight line whose slope is the exponent.
 """)
 
-nb.code(r"""
+nb.code(
+    r"""
 widths = 2 ** np.arange(5, 15)
 batch = 64
 square_parameters = widths ** 2 + widths
@@ -212,7 +240,9 @@ ax.legend(frameon=False)
 ax.grid(True, which="major", alpha=0.3)
 fig.tight_layout()
 plt.show()
-""", illustration=True)
+""",
+    illustration=True,
+)
 
 nb.md(r"""
 ### Task 2.5 — doubling the width (exercise 12)
@@ -222,21 +252,27 @@ $P(2d) / P(d)$ as a **string** in the symbol `d`, simplified or not. What does i
 $d$, and why is it not exactly that number?
 """)
 
-nb.answer("doubling_ratio", '''
+nb.answer(
+    "doubling_ratio",
+    '''
 # Task 2.5: P(2d) / P(d) for a square layer with bias, as a string in d
 ### BEGIN SOLUTION
 doubling_ratio = "((2*d)**2 + 2*d) / (d**2 + d)"
 ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("doubling_ratio", '''
+nb.tests(
+    "doubling_ratio",
+    '''
 assert doubling_ratio is not None, "Task 2.5: replace None with a formula string"
 assert isinstance(doubling_ratio, str), "write the ratio as a string in d"
 d_symbol = sympy.Symbol("d")
 ratio = sympy.parse_expr(doubling_ratio, local_dict={"d": d_symbol})
 assert ratio.free_symbols <= {d_symbol}, f"use only the symbol d, found {sorted(map(str, ratio.free_symbols))}"
 print("P(2d)/P(d) simplifies to", sympy.simplify(ratio), "and tends to", sympy.limit(ratio, d_symbol, sympy.oo))
-''')
+''',
+)
 
 nb.md(r"""
 ### Task 2.6 — where the parameters live (exercise 16)
@@ -245,17 +281,21 @@ Use your counts for the 512 → 2048 → 512 block. Explain in a few sentences w
 width (2048), rather than the input or the output width alone, decides most of the parameter cost.
 """)
 
-nb.manual("intermediate_width", answer=r"""
+nb.manual(
+    "intermediate_width",
+    answer=r"""
 The first layer has 2048·512 + 2048 = 1,050,624 parameters and the second 512·2048 + 512 = 1,049,088,
 2,099,712 in total. Each weight matrix is a product of two neighbouring widths, and the intermediate
 width 2048 is a factor of *both* matrices, while 512 appears in each only once. Doubling the hidden
 width to 4096 doubles both layers (about 4.2 M), whereas the input and output widths each affect
 only one of the two matrices. Biases (2048 + 512) are a negligible share.
-""", scheme=r"""
+""",
+    scheme=r"""
 - 0.5 point: correct counts for both layers including biases — 1,050,624 and 1,049,088, total 2,099,712 (1,048,576 weights per matrix plus 2,048 and 512 biases).
 - 0.5 point: explains that the hidden width is a factor of both weight matrices (2048·512 and 512·2048), so changing it scales the whole block, while the input or the output width each enters only one matrix.
 - No credit for "2048 is the largest number" without the link to both products.
-""")
+""",
+)
 
 nb.md(r"""
 ### Task 2.7 — memory for training (seed: one `Linear(784, 256)`)
@@ -268,7 +308,9 @@ optimizer state (activations are not included). For `nn.Linear(784, 256)` in flo
 is four copies of its 200,960 parameters.
 """)
 
-nb.answer("training_memory_bytes", '''
+nb.answer(
+    "training_memory_bytes",
+    '''
 def training_memory_bytes(n_params, bytes_per_value=4, optimizer="adam"):
     """Bytes held while training: weights, their gradients and the optimizer's state.
 
@@ -284,9 +326,12 @@ def training_memory_bytes(n_params, bytes_per_value=4, optimizer="adam"):
     buffers = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
     return n_params * bytes_per_value * (2 + buffers)
     ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("training_memory_bytes", '''
+nb.tests(
+    "training_memory_bytes",
+    '''
 n = sum(p.numel() for p in nn.Linear(784, 256).parameters())
 adam = training_memory_bytes(n)
 assert isinstance(adam, int) and not isinstance(adam, bool), f"return an int, got {type(adam).__name__}"
@@ -295,14 +340,16 @@ assert training_memory_bytes(n, 4, "sgd") < training_memory_bytes(n, 4, "momentu
 assert training_memory_bytes(n, 2, "adam") * 2 == adam, "half-precision values should halve the memory"
 assert training_memory_bytes(7, 4, "sgd") > 7 * 4, "training keeps more than the weights themselves"
 print(f"Linear(784, 256): {n:,} parameters, {adam:,} bytes with Adam in float32")
-''')
+''',
+)
 
 nb.md(r"""
 Adam's two buffers are real tensors of the parameters' shapes. After one optimisation step you can
 count them directly:
 """)
 
-nb.code(r"""
+nb.code(
+    r"""
 layer = nn.Linear(784, 256)
 optimizer = torch.optim.Adam(layer.parameters())
 loss = layer(torch.randn(32, 784)).pow(2).mean()
@@ -313,7 +360,9 @@ weights = sum(p.numel() for p in layer.parameters())
 gradients = sum(p.grad.numel() for p in layer.parameters())
 state = sum(t.numel() for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t) and t.dim() > 0)
 print(f"weights {weights:,}  gradients {gradients:,}  Adam state {state:,}  -> {(weights + gradients + state) / weights:.0f}x the weights")
-""", illustration=True)
+""",
+    illustration=True,
+)
 
 nb.md(r"""
 ### Width versus depth (exercise 6)
@@ -323,7 +372,8 @@ table counts parameters with PyTorch for three designs (activations such as ReLU
 have no parameters, so they are left out):
 """)
 
-nb.code(r"""
+nb.code(
+    r"""
 designs = {
     "narrow and deep: 32 -> 32 -> 32": [64, 32, 32, 32, 10],
     "wide and shallow: 512": [64, 512, 10],
@@ -333,7 +383,9 @@ print(f"{'design':34s} {'layers':>6s} {'parameters':>10s}")
 for name, widths in designs.items():
     model = nn.Sequential(*[nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:])])
     print(f"{name:34s} {len(widths) - 1:6d} {sum(p.numel() for p in model.parameters()):10,d}")
-""", illustration=True)
+""",
+    illustration=True,
+)
 
 nb.md(r"""
 ### Task 2.8 — width and depth (exercise 6)
@@ -343,7 +395,9 @@ does each design spend its parameters on, and why is the parameter count alone n
 what a network can do?
 """)
 
-nb.manual("width_vs_depth", answer=r"""
+nb.manual(
+    "width_vs_depth",
+    answer=r"""
 Width is the number of output units of one layer — how many values one stage computes. Depth is the
 number of parameterised layers applied one after another — how many times the representation is
 transformed, each layer reading the previous layer's outputs. The wide design (38,410 parameters)
@@ -353,12 +407,14 @@ features of earlier ones. The bottleneck (310) shows that the count is not capab
 every observation through 4 numbers before a 10-class output limits what can be represented,
 whatever the training. Depth and width trade capacity, cost and ease of optimisation differently;
 neither is better in general.
-""", scheme=r"""
+""",
+    scheme=r"""
 - 0.5 point: width = number of units (outputs) of a layer.
 - 0.5 point: depth = number of successive parameterised layers (composition of transformations).
 - 0.5 point: uses the table — e.g. wide 38,410 vs deep 4,522 parameters, where the parameters go.
 - 0.5 point: parameter count is not capability — e.g. the 4-unit bottleneck limits representation; or wider/deeper is not automatically better (data, training, optimisation).
-""")
+""",
+)
 
 nb.md(r"""
 ## Level 4 — Research and systems

@@ -27,14 +27,17 @@ on fresh inputs.
 | 3.7 | why the bias gradient sums over the batch (written) | 1 |
 """)
 
-nb.code("""
+nb.code(
+    """
 import numpy as np
 import sympy
 import torch
 import matplotlib.pyplot as plt
 
 np.set_printoptions(precision=5, suppress=True)
-""", locked=True)
+""",
+    locked=True,
+)
 
 nb.md(r"""
 ## Level 1 — Intuition: who gets the blame?
@@ -87,48 +90,67 @@ A sum over the batch can be written as a product with `ones`. $\partial L / \par
 as a $d_{out} \times 1$ column.
 """)
 
-nb.answer("grad_W_expr", '''
+nb.answer(
+    "grad_W_expr",
+    '''
 # Task 3.1: dL/dW as a matrix expression in X, W, G, ones (a string)
 ### BEGIN SOLUTION
 dL_dW = "G.T*X"
 ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("grad_W_expr", '''
+nb.tests(
+    "grad_W_expr",
+    '''
 assert dL_dW is not None, "Task 3.1: replace None with a matrix expression string"
 assert isinstance(dL_dW, str), "write the expression as a string, e.g. \\"X.T*G\\""
-''')
+''',
+)
 
-nb.answer("grad_X_expr", '''
+nb.answer(
+    "grad_X_expr",
+    '''
 # Task 3.2: dL/dX as a matrix expression in X, W, G, ones (a string)
 ### BEGIN SOLUTION
 dL_dX = "G*W"
 ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("grad_X_expr", '''
+nb.tests(
+    "grad_X_expr",
+    '''
 assert dL_dX is not None, "Task 3.2: replace None with a matrix expression string"
 assert isinstance(dL_dX, str), "write the expression as a string"
-''')
+''',
+)
 
-nb.answer("grad_b_expr", '''
+nb.answer(
+    "grad_b_expr",
+    '''
 # Task 3.3: dL/db as a d_out x 1 matrix expression in X, W, G, ones (a string)
 ### BEGIN SOLUTION
 dL_db = "G.T*ones"
 ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("grad_b_expr", '''
+nb.tests(
+    "grad_b_expr",
+    '''
 assert dL_db is not None, "Task 3.3: replace None with a matrix expression string"
 assert isinstance(dL_db, str), "write the expression as a string"
-''')
+''',
+)
 
 nb.md(r"""
 You can check the **shapes** of your three expressions with sympy's matrix symbols (the values are
 checked when your work is graded):
 """)
 
-nb.code(r"""
+nb.code(
+    r"""
 B, d_in, d_out = 7, 3, 5
 symbols = {"X": sympy.MatrixSymbol("X", B, d_in), "W": sympy.MatrixSymbol("W", d_out, d_in),
            "G": sympy.MatrixSymbol("G", B, d_out), "ones": sympy.MatrixSymbol("ones", B, 1)}
@@ -141,7 +163,9 @@ for name, text, wanted in [("dL/dW", dL_dW, (d_out, d_in)), ("dL/dX", dL_dX, (B,
         print(f"{name} = {text}: shape {shape}, needs {wanted}:", "ok" if shape == wanted else "WRONG SHAPE")
     except Exception as error:
         print(f"{name} = {text}: cannot be read ({type(error).__name__}: {error})")
-""", illustration=True)
+""",
+    illustration=True,
+)
 
 nb.md(r"""
 ### Task 3.4 — the backward pass
@@ -152,7 +176,9 @@ Implement `linear_backward(G, X, W)` with NumPy matrix products — no loops. Gi
 it does not appear in any of the three gradients.
 """)
 
-nb.answer("linear_backward", '''
+nb.answer(
+    "linear_backward",
+    '''
 def linear_backward(G, X, W):
     """Backward pass of Z = X W^T + b, given the upstream gradient G = dL/dZ.
 
@@ -170,9 +196,12 @@ def linear_backward(G, X, W):
     G, X, W = (np.asarray(a, dtype=np.float64) for a in (G, X, W))
     return G @ W, G.T @ X, G.sum(axis=0)
     ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("linear_backward", '''
+nb.tests(
+    "linear_backward",
+    '''
 rng = np.random.default_rng(0)
 X, W, G = rng.normal(size=(7, 3)), rng.normal(size=(5, 3)), rng.normal(size=(7, 5))
 result = linear_backward(G, X, W)
@@ -188,7 +217,8 @@ W_plus, W_minus = W.copy(), W.copy()
 W_plus[2, 1] += 1e-6
 W_minus[2, 1] -= 1e-6
 assert np.isclose(dW[2, 1], (loss(W_plus) - loss(W_minus)) / 2e-6, rtol=1e-5), "dW[2, 1] disagrees with a finite difference"
-''')
+''',
+)
 
 nb.md(r"""
 ### Task 3.5 — numerical gradients
@@ -203,7 +233,9 @@ The central difference has error $O(h^2)$, much smaller than the one-sided $O(h)
 unchanged when you return.
 """)
 
-nb.answer("numerical_gradient", '''
+nb.answer(
+    "numerical_gradient",
+    '''
 def numerical_gradient(f, x, h=1e-5):
     """Central-difference estimate of the gradient of a scalar function.
 
@@ -228,16 +260,20 @@ def numerical_gradient(f, x, h=1e-5):
         grad[index] = (f_plus - f_minus) / (2 * h)
     return grad
     ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("numerical_gradient", '''
+nb.tests(
+    "numerical_gradient",
+    '''
 x = np.array([[1.0, -2.0, 0.5], [3.0, 0.0, -1.0]])
 x_before = x.copy()
 grad = numerical_gradient(lambda v: float(np.sum(v ** 3)), x)
 assert np.shape(grad) == x.shape, f"the gradient should have x's shape {x.shape}, got {np.shape(grad)}"
 assert np.allclose(grad, 3 * x ** 2, atol=1e-6), "the gradient of sum(x**3) is 3 x**2"
 assert np.array_equal(x, x_before), "numerical_gradient must leave x unchanged"
-''')
+''',
+)
 
 nb.md(r"""
 ### Task 3.6 — relative error
@@ -252,7 +288,9 @@ where *tiny* (use `np.finfo(np.float64).tiny`) only avoids $0/0$ where both entr
 a Python float. In float64 a correct gradient typically gives $10^{-7}$ or less; $10^{-2}$ means a bug.
 """)
 
-nb.answer("rel_error", '''
+nb.answer(
+    "rel_error",
+    '''
 def rel_error(a, b):
     """Largest entrywise relative difference between two arrays of the same shape.
 
@@ -269,16 +307,20 @@ def rel_error(a, b):
     scale = np.maximum(np.abs(a) + np.abs(b), np.finfo(np.float64).tiny)
     return float(np.max(np.abs(a - b) / scale))
     ### END SOLUTION
-''')
+''',
+)
 
-nb.tests("rel_error", '''
+nb.tests(
+    "rel_error",
+    '''
 a = np.array([1.0, -2.0, 0.0])
 assert isinstance(rel_error(a, a), float) and rel_error(a, a) == 0.0, "equal arrays have relative error 0.0"
 assert rel_error(a, a * (1 + 1e-8)) < 1e-7, "a change of one part in 1e8 is a relative error of about 5e-9"
 assert rel_error(np.array([1e-9]), np.array([2e-9])) > 0.3, "the error must be relative, not absolute"
 assert abs(rel_error(np.array([3.0]), np.array([1.0])) - rel_error(np.array([1.0]), np.array([3.0]))) < 1e-15, \\
     "rel_error should be symmetric"
-''')
+''',
+)
 
 nb.md(r"""
 ### Gradient checks: numerical and autograd
@@ -288,7 +330,8 @@ loss, and against PyTorch's autograd, both in float64. The loss $L = \sum Z \odo
 random $R$ has upstream gradient exactly $G = R$.
 """)
 
-nb.code(r"""
+nb.code(
+    r"""
 rng = np.random.default_rng(42)
 B, d_in, d_out = 7, 4, 3
 X, W, b, R = rng.normal(size=(B, d_in)), rng.normal(size=(d_out, d_in)), rng.normal(size=d_out), rng.normal(size=(B, d_out))
@@ -307,7 +350,9 @@ try:
         print(f"{name}: rel_error vs numerical {rel_error(analytic, numeric):.1e}, vs autograd {rel_error(analytic, autograd[name]):.1e}")
 except NotImplementedError as error:
     print(f"finish tasks 3.4-3.6 first ({error})")
-""", illustration=True)
+""",
+    illustration=True,
+)
 
 nb.md(r"""
 How small should $h$ be? Too large and the truncation error $O(h^2)$ dominates; too small and
@@ -318,7 +363,8 @@ exact value $\cos 1$ is known; the difference quotients are written out directly
 before you finish Task 3.5.
 """)
 
-nb.code(r"""
+nb.code(
+    r"""
 steps = np.logspace(-14, -1, 40)
 x0 = 1.0
 errors = np.abs((np.sin(x0 + steps) - np.sin(x0 - steps)) / (2 * steps) - np.cos(x0))
@@ -335,7 +381,9 @@ ax.set_title("rounding error (left) versus truncation error (right)")
 ax.legend(frameon=False)
 fig.tight_layout()
 plt.show()
-""", illustration=True)
+""",
+    illustration=True,
+)
 
 nb.md(r"""
 ### Task 3.7 — the bias gradient (exercise 10)
@@ -345,7 +393,9 @@ keeping one row per observation or averaging. What would go wrong with a gradien
 $B \times d_{out}$?
 """)
 
-nb.manual("bias_grad_sum", answer=r"""
+nb.manual(
+    "bias_grad_sum",
+    answer=r"""
 The bias has one entry per output unit, shape $(d_{out},)$, and the forward pass broadcasts the
 same $b_j$ into column $j$ of every row of $Z$: $z_{ij} = \ldots + b_j$ for every observation $i$.
 By the chain rule a parameter used several times receives the sum of the gradients of all its uses,
@@ -353,10 +403,12 @@ so $\partial L / \partial b_j = \sum_i G_{ij}$. A $B \times d_{out}$ "gradient" 
 $B$ separate parameters, which it is not, and it would not match the shape of $b$ for the update
 $b \leftarrow b - \eta\, \partial L / \partial b$. Averaging is also wrong here: if the loss is a mean
 over the batch, the $1/B$ is already inside $G$.
-""", scheme=r"""
+""",
+    scheme=r"""
 - 0.5 point: the same bias (one per output unit) is broadcast/added to every observation's row.
 - 0.5 point: a parameter used several times gets the sum of the gradients of its uses (chain rule / multivariable), giving shape (d_out,) like b; not one gradient per observation, and no extra averaging.
-""")
+""",
+)
 
 nb.md(r"""
 ## Level 4 — Research and systems
