@@ -22,6 +22,7 @@ if importlib.util.find_spec("grader") is None:
 
 from grader import build  # noqa: E402
 from grader.course import load_course  # noqa: E402
+from grader.gradebook import gradebook_url  # noqa: E402
 
 course = load_course(ROOT / "course.yml")
 c = get_config()  # noqa: F821  (provided by nbgrader's config loader)
@@ -31,6 +32,10 @@ c.CourseDirectory.course_id = course.course_id
 c.CourseDirectory.source_directory = "source"
 c.CourseDirectory.release_directory = "assignments"
 c.CourseDirectory.solution_directory = "solutions"
+# The gradebook of `python -m grader autograde` and `export`: $LAYERS_GRADEBOOK_URL, else gradebook.db here.
+c.CourseDirectory.db_url = gradebook_url(ROOT)
+# formgrader shows outputs cleaned (the autograded copies it opens carry none: grader/formgrader.py).
+c.HTMLExporter.sanitize_html = True
 
 c.GenerateAssignment.create_assignment = True
 # assignments/ is committed, so regenerate it instead of skipping it; the output is identical

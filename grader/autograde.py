@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import sys
 import threading
 import time
@@ -60,7 +59,8 @@ def add_arguments(parser):
         "--db",
         default=None,
         metavar="URL",
-        help="gradebook SQLAlchemy URL (default: sqlite:///gradebook.db in the course dir)",
+        help="gradebook SQLAlchemy URL (default: $LAYERS_GRADEBOOK_URL, else sqlite:///gradebook.db "
+        "in the course dir)",
     )
     add_course_option(parser, holds="course.yml and submitted/")
     parser.add_argument("--force", action="store_true", help="re-grade every submission, changed or not")
@@ -75,7 +75,7 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from grader.course import CourseError
-    from grader.gradebook import GradebookError
+    from grader.gradebook import GradebookError, gradebook_url
 
     try:
         course, course_dir = load_course_dir(args.course)
@@ -84,7 +84,7 @@ def run(args) -> int:
         outcomes = autograde(
             course,
             course_dir,
-            db_url=args.db,
+            db_url=gradebook_url(course_dir, args.db),
             assignment_ids=args.assignments or None,
             students=args.student or None,
             workers=args.workers,
@@ -392,7 +392,7 @@ def autograde(
                 paths = output_paths(course_dir, job, course)
                 feedback.write(paths["results"], json.dumps(data, indent=1, default=str) + "\n")
                 feedback.write(paths["feedback"], feedback.render(course, result, course_dir))
-                _copy_for_formgrader(job, paths)
+                _copy_for_formgrader(course, job, paths)
                 outcomes.append(Outcome(job, data, graded=True, seconds=seconds))
                 bar.advance(f"{job.student}/{job.assignment}")
 
@@ -517,16 +517,12 @@ def _ordered(outcomes: list[Outcome], jobs: list[Job]) -> list[Outcome]:
     return sorted(outcomes, key=lambda outcome: index[outcome.job])
 
 
-def _copy_for_formgrader(job: Job, paths: dict[str, Path]) -> None:
+def _copy_for_formgrader(course, job: Job, paths: dict[str, Path]) -> None:
     """formgrader shows autograded/<student>/<assignment>/<notebook>.ipynb for manual grading."""
-    from grader.submission import NotebookError, load_notebook
+    from grader.formgrader import write_copy
 
-    try:
-        load_notebook(job.path)
-    except NotebookError:
+    if not write_copy(course, job.assignment, job.path, paths["notebook"]):
         return
-    paths["notebook"].parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(job.path, paths["notebook"])
     if job.timestamp:
         paths["timestamp"].write_text(job.timestamp + "\n", encoding="utf-8")
 

@@ -21,7 +21,8 @@ def add_arguments(parser):
         "--db",
         default=None,
         metavar="URL",
-        help="gradebook SQLAlchemy URL (default: sqlite:///gradebook.db in the course dir)",
+        help="gradebook SQLAlchemy URL (default: $LAYERS_GRADEBOOK_URL, else sqlite:///gradebook.db "
+        "in the course dir)",
     )
     add_course_option(parser)
 
@@ -52,14 +53,14 @@ def _number(value: float) -> str:
 
 def run(args) -> int:
     from grader.course import CourseError
-    from grader.gradebook import GradebookError, default_db_url, open_gradebook, score_table
+    from grader.gradebook import GradebookError, gradebook_url, open_gradebook, redact_url, score_table
 
     try:
         course, course_dir = load_course_dir(args.course)
-        url = args.db or default_db_url(course_dir)
+        url = gradebook_url(course_dir, args.db)
         if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
             raise GradebookError(
-                f"no gradebook at {url}; run `python -m grader autograde` first or pass --db"
+                f"no gradebook at {redact_url(url)}; run `python -m grader autograde` first or pass --db"
             )
         gradebook = open_gradebook(url, course.course_id)
         try:

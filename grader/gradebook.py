@@ -11,6 +11,11 @@ formgrader, `nbgrader export` and manual grading keep working on the result:
   `Comment` per solution cell carrying the feedback.
 
 Every function here runs in the single driver process; `record_submission` is one transaction.
+
+Which database: `--db URL`, else the environment variable LAYERS_GRADEBOOK_URL, else
+sqlite:///<course>/gradebook.db (`gradebook_url`). nbgrader_config.py reads the same setting, so
+`autograde`, `export`, nbgrader's CLI and formgrader share one gradebook. Messages show URLs with
+the password hidden.
 """
 
 from __future__ import annotations
@@ -25,12 +30,59 @@ SOLUTION_REGION = re.compile(
 )
 
 
+GRADEBOOK_ENV = "LAYERS_GRADEBOOK_URL"
+NO_ANSWER = "no answer"
+CREDENTIALS = re.compile(r"(?P<user>[^\s'\"/:@]*):(?P<password>[^\s'\"@/]+)@")
+
+
 class GradebookError(RuntimeError):
     """The gradebook cannot be opened or does not have the expected shape."""
 
 
 def default_db_url(course_dir: Path) -> str:
     return f"sqlite:///{(Path(course_dir) / 'gradebook.db').resolve()}"
+
+
+def gradebook_url(course_dir: Path, explicit: str | None = None) -> str:
+    """The gradebook's SQLAlchemy URL: `explicit` (--db), else $LAYERS_GRADEBOOK_URL, else SQLite.
+
+    >>> gradebook_url("/srv/course", "postgresql://grader@db/layers")
+    'postgresql://grader@db/layers'
+    """
+    import os
+
+    return explicit or os.environ.get(GRADEBOOK_ENV, "").strip() or default_db_url(Path(course_dir))
+
+
+def redact_url(url: str) -> str:
+    """`url` with its password replaced by ***, fit for any message.
+
+    >>> redact_url("postgresql://grader:hunter2@db.example/layers")
+    'postgresql://grader:***@db.example/layers'
+    """
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL SQLAlchemy can parse: hide anything shaped like user:password@
+        return hide_credentials(str(url))
+
+
+def hide_credentials(text: str) -> str:
+    """`text` with every `user:password@` replaced by `user:***@` (driver messages may echo a URL)."""
+    return CREDENTIALS.sub(lambda m: f"{m['user']}:***@", text)
+
+
+def is_blank_answer(text) -> bool:
+    """True for a free-text answer the student left empty or as the released "YOUR ANSWER HERE"."""
+    return not isinstance(text, str) or text.strip() in ("", "YOUR ANSWER HERE")
+
+
+def storable(text: str | None, limit: int = 100_000) -> str | None:
+    """`text` as every gradebook backend stores it: valid UTF-8, no NUL, at most `limit` characters."""
+    from grader.formgrader import safe_text
+
+    return None if text is None else safe_text(text, limit)
 
 
 def alembic_head() -> str | None:
@@ -108,13 +160,16 @@ def open_gradebook(db_url: str, course_id: str):
         _create_schema(db_url)
         return Gradebook(db_url, course_id=course_id)
     except Exception as error:  # sqlalchemy raises many types; all mean "cannot use this URL"
-        raise GradebookError(f"cannot open the gradebook {db_url}: {describe_error(error)}") from None
+        raise GradebookError(
+            f"cannot open the gradebook {redact_url(db_url)}: {describe_error(error)}"
+        ) from None
 
 
 def describe_error(error: BaseException) -> str:
-    """`Type: message` on one line (SQLAlchemy appends the SQL statement and a link on further lines)."""
+    """`Type: message` on one line (SQLAlchemy appends the SQL statement and a link on further lines),
+    with any password hidden."""
     lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    return hide_credentials(f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": "))
 
 
 def notebook_name(assignment) -> str:
@@ -306,12 +361,11 @@ def part_comment(part_result, error: str | None = None, answer: str | None = Non
     if part_result is None:
         return "\n".join(lines) or None
     if part_result.status == "manual":
-        if answer is not None and answer.strip() in ("", "YOUR ANSWER HERE"):
+        if is_blank_answer(answer) and answer is not None:
             lines.append("No response.")
         return "\n".join(lines) or None
-    lines.append(
-        f"[{part_result.status}] {part_result.score:g}/{part_result.max_score:g}: {redact(part_result.feedback)}"
-    )
+    score = f"{part_result.score:g}/{part_result.max_score:g}"
+    lines.append(f"[{part_result.status}] {score}: {redact(part_result.feedback)}")
     for code in part_result.misconceptions:
         lines.append(f"Misconception {code}: {MISCONCEPTIONS.get(code, '')}".rstrip(": "))
     return "\n".join(lines)
@@ -321,8 +375,11 @@ def record_submission(gradebook, course, result, *, timestamp=None, changed: boo
     """Write one `SubmissionResult` into the gradebook in a single transaction.
 
     Automatic parts get `auto_score`; manual parts get none and are flagged for manual grading.
-    A manual score already given is kept; `changed` (the submission differs from the one graded
-    before) flags it for review, as nbgrader does.
+    A blank free-text answer comes graded (`grader.grading.grade_part`: failed, 0, "no answer"),
+    so it gets auto_score 0 and no flag, as nbgrader scores an untouched solution cell. A manual
+    score already given is kept; `changed` (the submission differs from the one graded before)
+    flags it for review, as nbgrader does. Comments pass through `storable`, so no student text
+    can make the write fail.
     """
     from nbgrader import utils
     from nbgrader.api import Comment, Grade, MissingEntry, Student, SubmittedAssignment, SubmittedNotebook
@@ -369,7 +426,7 @@ def record_submission(gradebook, course, result, *, timestamp=None, changed: boo
                 text = part_comment(by_part[part.id], result.error, answers.get(part.id))
             elif result.error:
                 text = part_comment(None, result.error)
-            _set(comment, auto_comment=text)
+            _set(comment, auto_comment=storable(text))
         db.commit()
     except Exception:
         db.rollback()

@@ -119,6 +119,8 @@ def test_gradebook_matches_check_json_per_part(demo_run):
             if part["status"] == "manual":
                 assert grades[part["id"]] == (None, True)  # left for manual grading
                 assert comments[part["id"]] is None or "No response" in comments[part["id"]]
+            elif course.assignment("01_shapes").part(part["id"]).kind == "manual":  # left blank
+                assert grades[part["id"]] == (0.0, False) and "no answer" in comments[part["id"]]
             else:
                 assert grades[part["id"]] == (part["score"], False), part
                 assert part["feedback"] in comments[f"answer_{part['id']}"]

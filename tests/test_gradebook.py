@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 from conftest import gradebook_dump
+from test_autograde import db_dump, demo_run  # noqa: F401  (the shared demo class, graded once)
 
 from grader import autograde as ag
 from grader import export, gradebook as gbm
 from grader.course import load_course
+from grader.grading import grade_part
 from grader.result import PartResult, Status
 from grader.submission import SubmissionResult
 
@@ -174,10 +176,8 @@ class FakeGrader:
         parts = []
         for part in assignment.parts:
             source = sources.get(part.id, "")
-            if part.kind == "manual":
-                parts.append(
-                    PartResult(part.id, 0.0, part.points, Status.MANUAL, "graded by your instructor")
-                )
+            if part.kind == "manual":  # the real rule for free text: blank is 0, the rest waits
+                parts.append(grade_part(assignment, part, source, student, secret))
             elif "GOOD" in source:
                 parts.append(PartResult(part.id, part.points, part.points, Status.PASSED, "Correct."))
             elif "WRONG" in source:
@@ -284,7 +284,10 @@ def test_scores_manual_flags_and_comments_match_results(graded):
         )
         for part in results["parts"]:
             kind = course.assignment(outcome.job.assignment).part(part["id"]).kind
-            if kind == "manual":
+            if kind == "manual" and outcome.job.student == "bob":  # left blank: 0, nothing to grade
+                assert grades[part["id"]] == (0.0, None, False)
+                assert comments[part["id"]].endswith(f"0/{part['max_score']:g}: {gbm.NO_ANSWER}")
+            elif kind == "manual":
                 assert grades[part["id"]] == (None, None, True)
             else:
                 assert grades[part["id"]] == (part["score"], None, False)
@@ -292,7 +295,7 @@ def test_scores_manual_flags_and_comments_match_results(graded):
     cy = dump[("cy", "01_shapes")]
     assert any("missing-bias" in (text or "") for _, text, _ in cy["comments"])
     bob_manual = dict((name, text) for name, text, _ in dump[("bob", "01_shapes")]["comments"])
-    assert bob_manual["relu_zero_reason"] == "No response."
+    assert bob_manual["relu_zero_reason"] == f"[failed] 0/1: {gbm.NO_ANSWER}"
 
 
 def test_rerun_is_idempotent_and_skips_unchanged(graded):
@@ -518,3 +521,95 @@ def test_an_unreadable_submissions_folder_is_a_one_line_error(tmp_path, monkeypa
     assert ag.run(Args) == 2
     err = capsys.readouterr().err
     assert err.startswith("autograde: ") and "Permission denied" in err and err.count("\n") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("demo")
+def test_the_demo_leaves_only_answers_with_content_waiting(request):
+    """Blank free-text answers are scored 0 with "no answer"; only written ones wait for a person."""
+    directory, done = request.getfixturevalue("demo_run")
+    assert done.returncode == 0, done.stderr[-3000:]
+    course = load_course(directory / "course.yml")
+    waiting = blank = 0
+    for row in db_dump(directory):
+        assignment = course.assignment(row["assignment"])
+        notebook = directory / "submitted" / row["student"] / assignment.id / assignment.notebook
+        answers = {
+            cell["metadata"]["nbgrader"]["grade_id"]: "".join(cell["source"])
+            for cell in json.loads(notebook.read_text())["cells"]
+            if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        }
+        comments = {name: text for name, text, _ in row["comments"]}
+        for name, auto, manual, _, needs in row["grades"]:
+            if assignment.part(name).kind != "manual":
+                continue
+            if gbm.is_blank_answer(answers.get(name)):
+                blank += 1
+                assert (auto, needs) == (0.0, False) and gbm.NO_ANSWER in comments[name], (
+                    row["student"],
+                    name,
+                )
+            else:
+                waiting += 1
+                assert (auto, needs) == (None, True), (row["student"], name)
+    assert blank and waiting  # the demo class holds both kinds
+    assert f"({waiting} free-text answers wait for manual grading)" in done.stdout
+
+
+def test_one_setting_picks_the_gradebook_for_autograde_export_and_nbgrader(tmp_path, monkeypatch):
+    import runpy
+
+    from traitlets.config import Config
+
+    course_dir = make_course(tmp_path / "course", assignments=("01_shapes",))
+    shutil.copy(REPO / "nbgrader_config.py", course_dir / "nbgrader_config.py")
+    other = f"sqlite:///{tmp_path / 'shared.db'}"
+    monkeypatch.delenv(gbm.GRADEBOOK_ENV, raising=False)
+    assert gbm.gradebook_url(course_dir) == gbm.default_db_url(course_dir)
+    monkeypatch.setenv(gbm.GRADEBOOK_ENV, other)
+    assert gbm.gradebook_url(course_dir) == other
+    assert gbm.gradebook_url(course_dir, "sqlite:///explicit.db") == "sqlite:///explicit.db"  # --db wins
+    config = Config()
+    runpy.run_path(str(course_dir / "nbgrader_config.py"), {"get_config": lambda: config})
+    assert config.CourseDirectory.db_url == other  # nbgrader's CLI and formgrader read this
+
+    class Args:
+        course, assignments, student, workers, db, force, dask = (
+            str(course_dir),
+            [],
+            [],
+            1,
+            None,
+            False,
+            None,
+        )
+
+    seen = {}
+    with monkeypatch.context() as patched:
+        patched.setattr(ag, "autograde", lambda *args, **kwargs: seen.update(kwargs) or [])
+        assert ag.run(Args) == 0
+    assert seen["db_url"] == other  # what autograde's command line hands on
+    run_fake(course_dir, db_url=gbm.gradebook_url(course_dir))
+    assert not (course_dir / "gradebook.db").exists()
+    out = tmp_path / "grades.csv"
+
+    class ExportArgs:
+        csv, db, course = str(out), None, str(course_dir)
+
+    assert export.run(ExportArgs) == 0
+    assert [row["student"] for row in csv.DictReader(out.open())] == ["ada", "bob", "cy"]
+
+
+def test_passwords_are_hidden_from_every_gradebook_message():
+    url = "postgresql://grader:Hunter2-secret@127.0.0.1:1/layers"
+    assert gbm.redact_url(url) == "postgresql://grader:***@127.0.0.1:1/layers"
+    assert "Hunter2" not in gbm.redact_url("postgresql//grader:Hunter2-secret@host/db")  # unparsable
+    with pytest.raises(gbm.GradebookError) as raised:
+        gbm.open_gradebook(url, "course")
+    message = str(raised.value)
+    assert "Hunter2" not in message and "grader:***@127.0.0.1:1/layers" in message and "\n" not in message
+    with pytest.raises(gbm.GradebookError) as raised:
+        gbm.open_gradebook("postgresql//grader:Hunter2-secret@host/db", "course")
+    assert "Hunter2" not in str(raised.value)
+    error = RuntimeError("could not connect to postgresql://grader:Hunter2-secret@db/layers\nSQL: ...")
+    assert gbm.describe_error(error) == "RuntimeError: could not connect to postgresql://grader:***@db/layers"
