@@ -1,5 +1,6 @@
 # Two entry points for a fresh machine: `make demo` and `make test`. Both set up .venv first.
-PYTHON ?= python3
+# Debian's own Python where it exists: an ordinary user (and the sandbox test user) can run it.
+PYTHON ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 VENV ?= .venv
 BIN = $(VENV)/bin
 

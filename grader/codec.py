@@ -23,6 +23,8 @@ MAX_DEPTH = 24
 MAX_NODES = 20_000
 MAX_STRING = 200_000
 MAX_ARRAY_BYTES = 256 * 2**20
+MAX_HEADER_BYTES = 8 * 2**20  # the JSON description of a value, checked before it is parsed
+MAX_HEADER_TOKENS = 8 * MAX_NODES  # brackets, braces and commas: a bound on its JSON nodes
 ARRAY_KINDS = "biuf"
 TOO_LARGE = {"$unsupported": "a structure nested too deeply or too large"}
 INT_TOO_LARGE = "an integer too large to grade"
@@ -161,7 +163,8 @@ def _encode_torch(encoder: _Encoder, value, depth: int):
             array = data.numpy().copy()
         except (RuntimeError, TypeError, ValueError, NotImplementedError):  # sparse, meta, nested tensors
             return {
-                "$unsupported": f"a {value.layout} tensor on device {value.device} that cannot be read as an array"
+                "$unsupported": f"a {value.layout} tensor on device {value.device} "
+                "that cannot be read as an array"
             }
         return {"$tensor": encoder.array(array), "dtype": dtype, "requires_grad": bool(value.requires_grad)}
     if kind is torch.nn.Linear:
@@ -277,6 +280,9 @@ def dumps(value) -> bytes:
     """Serialise a value to bytes: a length-prefixed JSON header, then one .npy block per array."""
     tree, arrays = encode(value)
     header = json.dumps({"tree": tree, "arrays": len(arrays)}).encode()
+    if len(header) > MAX_HEADER_BYTES or _tokens(header) > MAX_HEADER_TOKENS:
+        arrays = []
+        header = json.dumps({"tree": TOO_LARGE, "arrays": 0}).encode()
     chunks = [struct.pack("<Q", len(header)), header]
     for array in arrays:
         buffer = io.BytesIO()
@@ -284,6 +290,10 @@ def dumps(value) -> bytes:
         data = buffer.getvalue()
         chunks += [struct.pack("<Q", len(data)), data]
     return b"".join(chunks)
+
+
+def _tokens(text: bytes) -> int:
+    return text.count(b"[") + text.count(b"{") + text.count(b",")
 
 
 def loads(data: bytes, max_bytes: int = MAX_ARRAY_BYTES, writable: bool = False):
@@ -305,8 +315,14 @@ def loads(data: bytes, max_bytes: int = MAX_ARRAY_BYTES, writable: bool = False)
         offset += size
         return chunk
 
+    chunk = take()
+    if len(chunk) > MAX_HEADER_BYTES:
+        raise DecodeError(f"a header of {len(chunk)} bytes exceeds the {MAX_HEADER_BYTES}-byte limit")
+    text = bytes(chunk)
+    if _tokens(text) > MAX_HEADER_TOKENS:
+        raise DecodeError(f"a header with more than {MAX_HEADER_TOKENS} brackets, braces and commas")
     try:
-        header = json.loads(bytes(take()))
+        header = json.loads(text)
     except (ValueError, RecursionError) as error:  # JSONDecodeError, UnicodeDecodeError, over-long integers
         raise DecodeError(f"unreadable header: {type(error).__name__}: {str(error)[:200]}") from None
     if type(header) is not dict or type(header.get("arrays")) is not int or header["arrays"] < 0:

@@ -6,10 +6,18 @@ process; `RemoteFunction` lets checks call a student function there exactly as t
 """
 
 from grader.sandbox.remote import RemoteFunction, remote_value
-from grader.sandbox.runner import CellOutcome, Sandbox, SandboxError, Session, hidden_paths
+from grader.sandbox.runner import (
+    CellOutcome,
+    IsolationUnavailable,
+    Sandbox,
+    SandboxError,
+    Session,
+    hidden_paths,
+)
 
 __all__ = [
     "CellOutcome",
+    "IsolationUnavailable",
     "RemoteFunction",
     "Sandbox",
     "SandboxError",

@@ -5,8 +5,10 @@ grader carry a JSON header (with a fresh random request id) and an optional bina
 replies from the student process carry the request id and the body, which the grader only
 ever parses with `grader.codec.loads` (never pickle). Frames whose id is not that of the
 pending request are discarded, so a frame forged by student code can at most answer the
-request its own code is serving, never a later one. Reading is bounded in size and in time, so a child that
-sends a huge length, trickles bytes or stops answering cannot stall the grader.
+request its own code is serving (its own answer), never a later one: the id of each request is
+fresh and random. Replies are read into one buffer of their announced size, which is bounded
+before anything is read, and grader.codec bounds the JSON inside before parsing it. Reading is
+bounded in time too, so a child that trickles bytes or stops answering cannot stall the grader.
 """
 
 from __future__ import annotations
@@ -66,9 +68,10 @@ def send_frame(sock: socket.socket, payload: bytes, deadline: float | None = Non
         raise ChannelClosed(str(error)) from None
 
 
-def _read_exact(sock: socket.socket, size: int, deadline: float | None) -> bytes:
-    chunks, remaining = [], size
-    while remaining:
+def _read_exact(sock: socket.socket, size: int, deadline: float | None) -> bytearray:
+    buffer = bytearray(size)  # one buffer, filled in place: a reply costs its size, once
+    view, filled = memoryview(buffer), 0
+    while filled < size:
         if deadline is not None:
             wait = deadline - time.monotonic()
             if wait <= 0:
@@ -77,19 +80,20 @@ def _read_exact(sock: socket.socket, size: int, deadline: float | None) -> bytes
             if not ready:
                 raise ChannelTimeout("no reply before the deadline")
         try:
-            chunk = sock.recv(min(remaining, 1 << 20))
+            got = sock.recv_into(view[filled:], min(size - filled, 1 << 20))
         except BlockingIOError:
             continue
         except OSError as error:
             raise ChannelClosed(str(error)) from None
-        if not chunk:
+        if not got:
             raise ChannelClosed("the connection was closed")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
+        filled += got
+    return buffer
 
 
-def recv_frame(sock: socket.socket, deadline: float | None = None, max_bytes: int = MAX_REPLY_BYTES) -> bytes:
+def recv_frame(
+    sock: socket.socket, deadline: float | None = None, max_bytes: int = MAX_REPLY_BYTES
+) -> bytearray:
     """Receive one frame, no larger than `max_bytes`, before `deadline` (time.monotonic())."""
     sock.setblocking(deadline is None)
     if deadline is None:
@@ -104,12 +108,12 @@ def encode_reply(request_id: int, body: bytes) -> bytes:
     return REQUEST_ID.pack(request_id) + body
 
 
-def decode_reply(payload: bytes) -> tuple[int, bytes]:
-    """(request id, body) of a reply."""
+def decode_reply(payload: bytearray) -> tuple[int, memoryview]:
+    """(request id, body) of a reply; the body is a view, not a copy."""
     if len(payload) < REQUEST_ID.size:
         raise ProtocolError("a reply too short to carry a request id")
     (request_id,) = REQUEST_ID.unpack_from(payload, 0)
-    return request_id, payload[REQUEST_ID.size :]
+    return request_id, memoryview(payload)[REQUEST_ID.size :]
 
 
 def recv_reply(
@@ -118,7 +122,7 @@ def recv_reply(
     deadline: float | None,
     max_bytes: int = MAX_REPLY_BYTES,
     max_stray: int = 10_000,
-) -> bytes:
+) -> memoryview:
     """The body of the reply to request `request_id`, discarding stray frames (stale replies,
     or frames forged by student code), so no frame can shift the replies that follow."""
     for _ in range(max_stray):

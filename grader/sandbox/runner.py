@@ -7,10 +7,13 @@
         value = session.value("z2_by_hand")              # decoded data, or NotDefined
         session.close()
 
-Each session is a fresh fork of the zygote running as the session's slot user. When the child
-hangs or dies, the session kills every process of that user, forks a fresh child and replays
-the cells that ran so far, skipping the one that hung or killed it. A `Sandbox` is thread-safe:
-concurrent sessions get distinct slots (and distinct users when the grader runs as root).
+Each session is a fresh fork of the zygote in its own namespaces (grader/sandbox/isolation.py).
+When the child hangs or dies, the session ends it and every process it made, forks a fresh
+child and replays the cells that ran so far, skipping the one that hung or killed it. A
+`Sandbox` is thread-safe: concurrent sessions get distinct slots (and distinct users as root).
+
+Where the kernel refuses the namespaces, starting a `Sandbox` raises `IsolationUnavailable`,
+unless `unsafe=True` (or the environment variable named by `UNSAFE_ENV` is set to 1).
 """
 
 from __future__ import annotations
@@ -62,6 +65,10 @@ VISIBLE_TO_STUDENTS = sorted(
     }
 )
 KEEP_VISIBLE = {".venv", "venv", "layerlab"}
+ALWAYS_HIDDEN = sorted(
+    {str(PACKAGE_ROOT)}
+    | ({str(PACKAGE_ROOT.parent)} if (PACKAGE_ROOT.parent / "course.yml").exists() else set())
+)
 SIGNAL_HINTS = {
     signal.SIGKILL: " (often: the memory limit was exceeded or too many processes were started)",
     signal.SIGXCPU: " (the CPU-time limit was exceeded)",
@@ -69,8 +76,21 @@ SIGNAL_HINTS = {
 }
 
 
+UNSAFE_ENV = "LAYERS_UNSAFE_NO_ISOLATION"
+UNSAFE_FLAG = "--unsafe-no-isolation"
+
+
+def scratch_mb(limits: Limits) -> int:
+    """The size of a student's /tmp: an eighth of its memory, within 16-256 MiB."""
+    return int(min(256, max(16, limits.memory_mb // 8)))
+
+
 class SandboxError(RuntimeError):
     """The sandbox itself failed (not the student's code); grading cannot go on safely."""
+
+
+class IsolationUnavailable(SandboxError):
+    """The kernel refuses the namespaces student code must run in; nothing was run."""
 
 
 def hidden_paths(course_root: str | Path, extra=()) -> list[str]:
@@ -160,9 +180,11 @@ class Sandbox:
     limits but skips namespaces, hidden paths and the separate user.
     """
 
-    def __init__(self, limits: Limits | None = None, isolate: bool = True):
+    def __init__(self, limits: Limits | None = None, isolate: bool = True, unsafe: bool | None = None):
         self.limits = limits or Limits()
         self.isolate = isolate
+        self.unsafe = os.environ.get(UNSAFE_ENV) == "1" if unsafe is None else unsafe
+        self.namespaces = False
         self.root = os.geteuid() == 0
         self.warnings: list[str] = []
         self.info: dict = {}
@@ -172,7 +194,6 @@ class Sandbox:
         self._warn_lock = threading.Lock()
         self._slots = threading.Condition()
         self._free_slots: list[int] = list(range(SLOTS_PER_PROCESS))
-        self._used_slots: set[int] = set()
         self._started = False
         self.switch_users = True
         if not isolate:
@@ -238,8 +259,30 @@ class Sandbox:
         session = self.session(hide=())
         try:
             session.start()
+            self.namespaces = session.namespaces
         finally:
             session.close()
+
+    def cgroups(self) -> dict | None:
+        return (self.info.get("host") or {}).get("cgroups") if self.isolate else None
+
+    def describe(self) -> list[str]:
+        """What walls student code runs in, in words (one line each); for `check` and the logs."""
+        if not self.isolate or not self.namespaces:
+            return ["isolation: none (student code runs as the grader's user)", *self.warnings]
+        who = "a separate user per slot" if self.slot_uid(0) is not None else "an unprivileged user"
+        memory = (
+            f"memory: cgroup limit of {self.limits.memory_mb:g} MiB (files in /tmp included), "
+            "process count capped by a pids cgroup"
+            if self.cgroups()
+            else f"memory: address-space limit and a {scratch_mb(self.limits)} MiB /tmp within "
+            f"{self.limits.memory_mb:g} MiB; no child processes, memfd and shared memory denied"
+        )
+        return [
+            "isolation: user, mount, PID, network, IPC and UTS namespaces; a private read-only root "
+            f"with Python, its packages and layerlab only; {who}; a seccomp filter",
+            memory,
+        ]
 
     def close(self) -> None:
         with self._lock:
@@ -298,31 +341,17 @@ class Sandbox:
             self._free_slots.sort()
             self._slots.notify()
 
-    def first_use(self, slot: int) -> bool:
-        """True the first time a slot is used by this sandbox (its user may have leftovers then)."""
-        with self._slots:
-            fresh = slot not in self._used_slots
-            self._used_slots.add(slot)
-            return fresh
-
     def slot_uid(self, slot: int) -> int | None:
         """The user a slot's student processes run as (None when not root or not isolating)."""
         if not (self.root and self.isolate and self.switch_users):
             return None
         return UID_BASE + (os.getpid() % (1 << 22)) * SLOTS_PER_PROCESS + slot
 
-    def kill_tree(self, uid: int | None, pid: int | None) -> None:
-        """Kill a student process group `pid` (only while that process is unreaped, so the id
-        cannot have been reused) and every process of the slot user `uid`."""
-        if pid is not None:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        if uid is not None:
-            answer = self.ask({"op": "kill_user", "uid": uid})
-            if not answer.get("ok"):
-                self.note(f"could not confirm that every process of user {uid} was killed")
+    def stop(self, pid: int, namespaces: bool) -> None:
+        """End student process `pid` (a keeper when in namespaces) and every process it made."""
+        answer = self.ask({"op": "stop", "pid": pid, "group": not namespaces})
+        if not answer.get("ok"):
+            self.note(f"could not confirm that student process {pid} and its children ended")
 
     def session(self, hide=(), deadline: float | None = None) -> "Session":
         """A new, not yet started session; `deadline` is a time.monotonic() for the whole submission.
@@ -354,6 +383,7 @@ class Session:
         self.sock: socket.socket | None = None
         self.slot: int | None = None
         self.uid: int | None = None
+        self.namespaces = False
         self.workdir: str | None = None
         self.closed = False
 
@@ -369,22 +399,21 @@ class Session:
             self.slot = self.sandbox.acquire_slot()
             self.uid = self.sandbox.slot_uid(self.slot)
             self.workdir = tempfile.mkdtemp(prefix="grader-student-")
-            if self.sandbox.first_use(self.slot):
-                self.sandbox.kill_tree(self.uid, None)
         self._spawn()
 
     def _hidden(self) -> list[str]:
-        """The paths to cover; only a process without a separate user (so no private root) needs them."""
-        if self.uid is not None:
-            return []
+        """What to cover where it lies inside a tree the private root exposes: the grader package,
+        the checkout holding it when that is a course, and the session's own `hide` paths."""
         if callable(self.hide):
             self.hide = self.hide()
-        return [str(path) for path in self.hide]
+        return sorted({*ALWAYS_HIDDEN, *(str(path) for path in self.hide)})
 
     def _config(self) -> dict:
         cpus = os.cpu_count() or 1
         return {
             "isolate": self.sandbox.isolate,
+            "unsafe": self.sandbox.unsafe,
+            "cgroups": self.sandbox.cgroups(),
             "uid": self.uid,
             "gid": self.uid,
             "hide": self._hidden(),
@@ -392,7 +421,7 @@ class Session:
             "cpu_seconds": int(self.limits.notebook_timeout_s * cpus + 10),
             "file_bytes": 64 * 2**20,
             "nproc": 64 + 8 * cpus,
-            "scratch_mb": 256,
+            "scratch_mb": scratch_mb(self.limits),
             "fallback_workdir": self.workdir,
             "expose": VISIBLE_TO_STUDENTS,
         }
@@ -418,7 +447,13 @@ class Session:
             raise SandboxError(f"the student process did not start: {error}") from None
         if not hello.get("ready"):
             self._kill()
+            if hello.get("unavailable"):
+                raise IsolationUnavailable(
+                    f"{hello.get('error')}: student code is not run without isolation "
+                    f"({UNSAFE_FLAG} overrides this)"
+                )
             raise SandboxError(f"the student process could not be isolated: {hello.get('error')}")
+        self.namespaces = bool(hello.get("namespaces"))
         for warning in hello.get("missing", []):
             self.sandbox.note(warning)
         if self.uid is not None and hello.get("uid") != self.uid:
@@ -432,7 +467,9 @@ class Session:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
-        self.sandbox.kill_tree(self.uid, None if self.reaped else self.pid)
+        if not self.reaped and self.pid is not None:
+            self.sandbox.stop(self.pid, self.namespaces)
+            self.reaped = True
         self.output.wait()
 
     def _exit_reason(self) -> str:
@@ -558,7 +595,7 @@ class Session:
         return CellOutcome(label, "ok")
 
     def run_cell(self, label: str, source: str) -> CellOutcome:
-        """Run one cell (labels must be unique); a hang or crash is recorded and the process restarted later."""
+        """Run one cell (labels must be unique); a hang or crash is recorded, the process restarted later."""
         if not self.alive and self.slot is None:
             self.start()
         try:

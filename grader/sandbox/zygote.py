@@ -3,11 +3,11 @@
 Started once per `Sandbox` as `python -m grader.sandbox.zygote FD`, it imports NumPy, PyTorch
 and Matplotlib (Agg) once, then serves requests from the grader on the control socket FD:
 
-- spawn: fork a fresh student process on the socket and output pipe passed along (SCM_RIGHTS);
-- kill_user: SIGKILL every process of a slot's user (through a small helper process forked
-  before the heavy imports, so each kill costs a cheap fork);
+- spawn: fork a fresh keeper and student process (grader/sandbox/isolation.py) on the socket
+  and output pipe passed along (SCM_RIGHTS);
+- stop: end a student process and every process it made, and confirm it (see `Zygote.stop`);
 - reap: the exit status of a finished student process;
-- info: the preloaded modules and the interpreter's address-space size.
+- info: the preloaded modules, the interpreter's address-space size and what the host allows.
 
 It never imports grader.reference, grader.checks or any course file, and it runs no student
 code itself: each student process is a fresh fork, used for one submission only.
@@ -20,7 +20,9 @@ import json
 import operator
 import os
 import re
+import signal
 import socket
+import time
 import sys
 import traceback
 
@@ -61,6 +63,7 @@ GUARDED = {
 }
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 CONTROL_BYTES = 1 << 20
+STOP_WAIT_S = 5.0
 MAGIC_LINE = re.compile(r"^(\s*)[%!].*$", re.MULTILINE)
 
 
@@ -241,8 +244,11 @@ def _student_process(config: dict, sock_fd: int, output_fd: int, control: socket
     os.closerange(4, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 4096)
     sock = socket.socket(fileno=3)
     try:
-        missing = isolation.enter(config)
-        hello = {"ready": True, "missing": missing, "uid": os.getuid(), "pid": os.getpid()}
+        alive = isolation.enter_namespaces(config)  # only the student process comes back
+        missing = isolation.enter(config, alive)
+        hello = {"ready": True, "missing": missing, "namespaces": alive is not None, "uid": os.getuid()}
+    except isolation.NamespacesUnavailable as error:
+        hello = {"ready": False, "unavailable": True, "error": str(error)}
     except BaseException as error:
         hello = {"ready": False, "error": f"{type(error).__name__}: {error}"}
     protocol.send_frame(sock, json.dumps(hello).encode())
@@ -275,8 +281,8 @@ def _describe_status(status: int) -> dict:
 
 
 class Zygote:
-    def __init__(self, control: socket.socket, killer: socket.socket, loaded: list[str]):
-        self.control, self.killer = control, killer
+    def __init__(self, control: socket.socket, loaded: list[str]):
+        self.control = control
         self.loaded = loaded
         self.finished: dict[int, int] = {}
 
@@ -291,15 +297,28 @@ class Zygote:
                 os._exit(LOOP_FAILED_EXIT)
         return {"pid": pid}
 
-    def kill_user(self, uid: int) -> dict:
-        self.killer.sendall(json.dumps({"uid": uid}).encode())
-        answer = json.loads(self.killer.recv(4096) or b"{}")
-        self.finished.update(_reap_all())  # the killed processes: ours by now, as their subreaper
-        return {"ok": bool(answer.get("ok"))}
+    def stop(self, pid: int, group: bool) -> dict:
+        """End a student process and everything it made; ok once that is confirmed.
+
+        Without `group`, `pid` is a keeper: SIGTERM makes it kill its PID namespace's init, and it
+        exits only after the kernel has ended every process in that namespace. With `group`
+        (no namespaces) the process group is killed. Only unreaped children are signalled.
+        """
+        self.finished.update(_reap_all())
+        if self.finished.pop(pid, None) is not None:
+            return {"ok": True}
+        for how in ("gently", "forcibly"):
+            try:
+                if group:
+                    os.killpg(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGTERM if how == "gently" and not group else signal.SIGKILL)
+            except OSError:
+                pass
+            if "running" not in self.reap(pid, STOP_WAIT_S):
+                return {"ok": True}
+        return {"ok": False}
 
     def reap(self, pid: int, wait: float) -> dict:
-        import time
-
         deadline = time.monotonic() + wait
         while True:
             self.finished.update(_reap_all())
@@ -307,7 +326,7 @@ class Zygote:
                 return _describe_status(self.finished.pop(pid))
             if time.monotonic() >= deadline:
                 return {"running": True}
-            time.sleep(0.005)
+            time.sleep(0.001)
 
     def info(self) -> dict:
         from grader.sandbox import isolation
@@ -315,6 +334,7 @@ class Zygote:
         forbidden = sorted(name for name in sys.modules if name.startswith(FORBIDDEN))
         return {
             "pid": os.getpid(),
+            "host": isolation.describe_host(),
             "preloaded": self.loaded,
             "vm_bytes": isolation.vm_size_bytes(),
             "forbidden_modules": forbidden,
@@ -334,8 +354,8 @@ class Zygote:
                 op = request["op"]
                 if op == "spawn":
                     answer = self.spawn(request["config"], fds)
-                elif op == "kill_user":
-                    answer = self.kill_user(int(request["uid"]))
+                elif op == "stop":
+                    answer = self.stop(int(request["pid"]), bool(request.get("group")))
                 elif op == "reap":
                     answer = self.reap(int(request["pid"]), float(request.get("wait", 0)))
                 elif op == "info":
@@ -351,47 +371,16 @@ class Zygote:
             self.control.sendall(json.dumps(answer).encode())
 
 
-def _killer_server(requests: socket.socket) -> None:
-    """A small process, forked before the heavy imports, that kills a slot user's processes:
-    each request forks a cheap helper that becomes that user and SIGKILLs all it owns."""
-    from grader.sandbox import isolation
-
-    while True:
-        data = requests.recv(4096)
-        if not data:
-            os._exit(0)
-        uid = int(json.loads(data)["uid"])
-        helper = os.fork()
-        if helper == 0:
-            try:
-                os._exit(0 if isolation.kill_user(uid) else 1)
-            finally:
-                os._exit(2)
-        _, status = os.waitpid(helper, 0)
-        requests.sendall(json.dumps({"ok": os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0}).encode())
-
-
 def main(argv: list[str]) -> int:
     import ctypes
-    import signal
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     control = socket.socket(fileno=int(argv[0]))
-    killer, requests = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    if os.fork() == 0:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        control.close()
-        killer.close()
-        try:
-            _killer_server(requests)
-        finally:
-            os._exit(0)
-    requests.close()
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     loaded = preload()
     control.sendall(json.dumps({"ready": True, "preloaded": loaded}).encode())
-    Zygote(control, killer, loaded).serve()
+    Zygote(control, loaded).serve()
     os._exit(0)
 
 

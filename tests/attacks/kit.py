@@ -4,6 +4,7 @@ builder for submitted notebooks. Used by tests/test_sandbox.py and tests/test_at
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -212,3 +213,44 @@ if f"{ASSIGNMENT}.double" not in CHECKS:
         if as_text(answer, "formula").replace(" ", "") != "W.T":
             raise WrongAnswer("formula should be the transpose of W")
         return ctx.passed()
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+def _proc_entries():
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            yield int(entry.name)
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live processes whose command line holds `marker` (zombies have none)."""
+    found = []
+    for pid in _proc_entries():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if marker.encode() in handle.read():
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live (not zombie) process below `pid`, found through /proc's parent links."""
+    children: dict[int, list[int]] = {}
+    for child in _proc_entries():
+        try:
+            with open(f"/proc/{child}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] not in "ZX":
+            children.setdefault(int(fields[1]), []).append(child)
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, []))
+    return sorted(found)

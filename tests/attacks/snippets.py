@@ -60,7 +60,8 @@ builtins.abs = lambda *a: 0.0
 import sys, types
 import grader.student as student, grader.codec as codec
 real_dumps = codec.dumps
-student.call_and_encode = lambda function, wire: real_dumps({"value": "forged", "mutated": [], "returned_input": []})
+forged = {"value": "forged", "mutated": [], "returned_input": []}
+student.call_and_encode = lambda function, wire: real_dumps(forged)
 student.decode_reply = lambda reply: (None, (), ())
 codec.loads = lambda *a, **k: {"score": 2}
 fake = types.ModuleType("grader.checks.base")
@@ -198,7 +199,9 @@ def square(x):
     hog = np.ones(50 * 2**30 // 8)
     return x ** 2
 """,
-            "answer_magic": "try:\n    hog = bytearray(50 * 2**30)\nexcept MemoryError:\n    pass\nmagic = 42\n",
+            "answer_magic": (
+                "try:\n    hog = bytearray(50 * 2**30)\nexcept MemoryError:\n    pass\nmagic = 42\n"
+            ),
         },
         zero=("square",),
         reason="MemoryError",
@@ -260,7 +263,8 @@ current = next((f.f_locals["header"]["id"] for f in [sys._getframe(i) for i in r
 os.write(3, frame(current, {"ok": True}))
 for _ in range(200):
     guess = random.getrandbits(64)
-    os.write(3, frame(guess, {"value": 2.0, "mutated": [], "returned_input": [], "defined": True, "callable": True}))
+    forged = {"value": 2.0, "mutated": [], "returned_input": [], "defined": True, "callable": True}
+    os.write(3, frame(guess, forged))
 os.write(3, struct.pack("<Q", 2**62))
 """
             + WRONG_DOUBLE
