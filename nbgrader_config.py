@@ -4,7 +4,7 @@
     nbgrader generate_solution 01_shapes       # source/ -> solutions/ (executed, clean)
     nbgrader autograde 01_shapes               # submitted/<student>/01_shapes -> autograded/
 
-Both generators run the pipelines of `python -m grader build` (grader/build.py), so nbgrader
+Both generators run the pipelines of `python -m grader build` (grader/build/pipelines.py), so nbgrader
 writes the same student notebooks as the build: stubs that name the task, no hidden tests, no
 mark schemes, nbgrader checksums. nbgrader 0.9.6 has no `db_assignments` option any more: an
 assignment enters the gradebook when `generate_assignment` runs (create_assignment, on by
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent
 if importlib.util.find_spec("grader") is None:
     sys.path.insert(0, str(ROOT))
 
-from grader import build  # noqa: E402
+from grader.build.pipelines import assignment_steps, solution_steps  # noqa: E402
 from grader.course import load_course  # noqa: E402
 from grader.gradebook import gradebook_url  # noqa: E402
 
@@ -41,9 +41,9 @@ c.GenerateAssignment.create_assignment = True
 # assignments/ is committed, so regenerate it instead of skipping it; the output is identical
 # to `python -m grader build`, and regenerating is what fills the gradebook for autograde.
 c.GenerateAssignment.force = True
-c.GenerateAssignment.preprocessors = build.assignment_steps(gradebook=True)
-c.GenerateSolution.preprocessors = build.solution_steps(execute=True)
-c.ExecuteNotebook.timeout = int(course.limits.notebook_timeout_s)
+c.GenerateAssignment.preprocessors = assignment_steps(gradebook=True)
+# grader.build.steps.execute_notebook.ExecuteNotebook takes its cell timeout from course.yml too.
+c.GenerateSolution.preprocessors = solution_steps(execute=True)
 
 # autograde: hidden tests grade each part in the notebook's own kernel (grader.inline).
 c.Execute.timeout = int(course.limits.notebook_timeout_s)

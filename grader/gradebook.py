@@ -236,6 +236,7 @@ def structure_cells(course, assignment) -> list[CellInfo]:
         if grade_id:
             released_by_id[grade_id] = cell
     cells: dict[str, CellInfo] = {}
+    course_points = {part.id: part.points for part in assignment.parts}
     for cell in source.cells if source else []:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         grade_id = meta.get("grade_id")
@@ -253,7 +254,7 @@ def structure_cells(course, assignment) -> list[CellInfo]:
             text = shown.source
         else:
             text = _stub_source(cell.source, cell.cell_type) if solution else cell.source
-        points = float(meta.get("points", 0) or 0) if grade else 0.0
+        points = float(course_points.get(grade_id, meta.get("points", 0)) or 0) if grade else 0.0
         copy = nbformat.from_dict(
             {
                 "cell_type": cell.cell_type,

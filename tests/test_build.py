@@ -15,11 +15,17 @@ import pytest
 from nbgrader.utils import compute_checksum, is_grade, is_locked, is_solution
 
 from grader import build
+from grader.build.builder import Builder
+from grader.build.pipelines import assignment_steps
+from grader.build.digest import BUILD_KEY
+from grader.build.source import GRADER_IMPORT
+from grader.build.stubs import task_stub
+from grader.build.tables import COURSE_TABLE_MARKERS, course_table
 from grader.course import load_course
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = load_course(ROOT / "course.yml")
-BUILT = [a for a in COURSE.assignments if (ROOT / "source" / a.id / a.notebook).exists()]
+BUILT = list(COURSE.assignments)
 IDS = [a.id for a in BUILT]
 
 
@@ -45,8 +51,43 @@ def run_build(root: Path, *arguments: str, check: bool = False) -> int:
     return build.run(args)
 
 
-def test_every_course_assignment_has_a_source_notebook_or_is_pending():
-    assert IDS[:3] == ["01_shapes", "02_parameters", "03_gradients"]
+@pytest.mark.parametrize("assignment", BUILT, ids=IDS)
+def test_every_course_assignment_has_its_source_release_and_solution(assignment):
+    for kind in ("source", "assignments", "solutions"):
+        path = ROOT / kind / assignment.id / assignment.notebook
+        assert path.is_file(), f"{path.relative_to(ROOT)} is missing (course.yml lists {assignment.id})"
+
+
+@pytest.mark.parametrize("assignment", BUILT, ids=IDS)
+def test_points_and_the_table_of_tasks_come_from_course_yml(assignment):
+    source, released = read("source", assignment), read("assignments", assignment)
+    assert not [
+        cell.metadata.nbgrader["grade_id"]
+        for cell in source.cells
+        if "points" in cell.metadata.get("nbgrader", {})
+    ], "source notebooks state no points: the build writes them from course.yml"
+    points = {
+        cell.metadata.nbgrader["grade_id"]: float(cell.metadata.nbgrader["points"])
+        for cell in released.cells
+        if is_grade(cell)
+    }
+    assert points == {part.id: float(part.points) for part in assignment.parts}
+    intro = next(cell.source for cell in released.cells if "| task | what | points |" in cell.source)
+    rows = [line for line in intro.split("\n") if re.match(r"\| \d+\.\d+ \|", line)]
+    assert [(row.split("|")[1].strip(), row.split("|")[-2].strip()) for row in rows] == [
+        (part.task, f"{part.points:g}") for part in assignment.parts
+    ]
+    assert f"| | **total** | **{assignment.max_score:g}** |" in intro
+    assert "PARTS TABLE" not in json.dumps(released)
+
+
+def test_readme_course_table_is_course_yml():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    begin, end = COURSE_TABLE_MARKERS
+    assert begin in readme and end in readme, "README.md's course table is written by the build"
+    assert f"{begin}\n{course_table(COURSE)}\n{end}" in readme
+    for assignment in COURSE.assignments:
+        assert f"| `{assignment.id}` | {assignment.title} |" in course_table(COURSE)
 
 
 def test_build_check_passes_on_the_committed_tree():
@@ -69,12 +110,12 @@ def test_solutions_are_clean_executed_and_stamped(assignment):
         assert marker not in text, f"solutions/{assignment.id} contains {marker!r}"
     for cell in notebook.cells:
         if cell.cell_type == "code":
-            assert not any(build.GRADER_IMPORT.match(line) for line in cell.source.split("\n")), cell.source
+            assert not any(GRADER_IMPORT.match(line) for line in cell.source.split("\n")), cell.source
             assert cell.source.strip() == "" or cell.execution_count is not None, (
                 "solutions are stored executed"
             )
             assert not [o for o in cell.outputs if o.output_type == "error"], f"error output in {cell.id}"
-    assert notebook.metadata[build.BUILD_KEY]["source_digest"].startswith("sha256:")
+    assert notebook.metadata[BUILD_KEY]["source_digest"].startswith("sha256:")
     assert "widgets" not in notebook.metadata
     manual = [part for part in assignment.parts if part.kind == "manual"]
     for part in manual:
@@ -138,16 +179,19 @@ def test_released_checksums_are_what_nbgrader_computes(assignment):
 
 def test_task_stubs_name_the_task():
     part = COURSE.assignment("01_shapes").part("relu")
-    source = 'def relu(Z):\n    """Rectified linear unit.\n\n    More."""\n    ### BEGIN SOLUTION\n    return Z\n    ### END SOLUTION'
-    assert build.task_stub(part, source) == 'raise NotImplementedError("Task 1.5: Rectified linear unit.")'
+    source = (
+        'def relu(Z):\n    """Rectified linear unit.\n\n    More."""\n'
+        "    ### BEGIN SOLUTION\n    return Z\n    ### END SOLUTION"
+    )
+    assert task_stub(part, source) == 'raise NotImplementedError("Task 1.5: Rectified linear unit.")'
     value = COURSE.assignment("01_shapes").part("x2_for_zero_output")
     assert (
-        build.task_stub(value, "### BEGIN SOLUTION\nx2_zero = 4\n### END SOLUTION")
+        task_stub(value, "### BEGIN SOLUTION\nx2_zero = 4\n### END SOLUTION")
         == "x2_zero = None  # Task 1.9: set x2_zero to your answer"
     )
     symbolic = COURSE.assignment("03_gradients").part("grad_W_expr")
     assert (
-        build.task_stub(
+        task_stub(
             symbolic, '# Task 3.1: dL/dW "quoted"\n### BEGIN SOLUTION\ndL_dW = "G.T*X"\n### END SOLUTION'
         )
         == "dL_dW = None  # Task 3.1: replace None with your answer (a string)"
@@ -192,7 +236,8 @@ def test_scratch_copy_is_up_to_date(scratch, capsys):
 
 def test_check_lists_notebooks_out_of_date_after_a_source_edit(scratch, capsys):
     def reword(notebook):
-        notebook["cells"][0]["source"] = "# A different title\n"
+        first = notebook["cells"][0]
+        first["source"] = "# A different title\n" + "".join(first["source"]).split("\n", 1)[1]
 
     edit_source(scratch, reword)
     err = errors_of(capsys, scratch)
@@ -278,12 +323,26 @@ def test_grader_import_outside_hidden_tests_is_refused(scratch, capsys):
     assert "imports grader outside a hidden-test region" in errors_of(capsys, scratch)
 
 
-def test_points_must_match_course_yml(scratch, capsys):
+def test_points_come_from_course_yml(scratch, capsys):
     def repoint(notebook):
         cell_with(notebook, "relu")["metadata"]["nbgrader"]["points"] = 5
+        cell_with(notebook, "linear_forward")["metadata"]["nbgrader"]["points"] = "two"
 
     edit_source(scratch, repoint)
-    assert "course.yml gives part 'relu' 1" in errors_of(capsys, scratch)
+    assert run_build(scratch, "01_shapes", check=True) == 1  # the source changed, so its digest did
+    capsys.readouterr()
+    course = load_course(scratch / "course.yml")
+    builder = Builder(scratch, course)
+    assignment = course.assignment("01_shapes")
+    released = nbformat.reads(
+        builder.convert(builder.load(assignment), assignment, assignment_steps()), as_version=4
+    )
+    points = {
+        cell.metadata.nbgrader["grade_id"]: float(cell.metadata.nbgrader["points"])
+        for cell in released.cells
+        if is_grade(cell)
+    }
+    assert points == {part.id: part.points for part in assignment.parts}
 
 
 def test_unknown_assignment_is_a_clear_error(capsys):
@@ -313,7 +372,67 @@ def test_check_lists_extra_source_files_whose_copies_are_missing_or_differ(scrat
     err = errors_of(capsys, scratch)
     assert "solutions/01_shapes/layer_sizes.csv: missing or differs" in err
     assert "assignments/01_shapes/layer_sizes.csv" not in err
-    builder = build.Builder(scratch, load_course(scratch / "course.yml"))
+    builder = Builder(scratch, load_course(scratch / "course.yml"))
     assert builder.stale_copies(builder.course.assignment("01_shapes")) == {
         scratch / "solutions" / "01_shapes" / "layer_sizes.csv": b"7,73\n"
     }
+
+
+def test_a_source_without_the_parts_table_region_is_a_clear_error(scratch, capsys):
+    def unmark(notebook):
+        first = notebook["cells"][0]
+        first["source"] = "".join(first["source"]).replace("<!-- BEGIN PARTS TABLE -->", "")
+
+    edit_source(scratch, unmark)
+    err = errors_of(capsys, scratch)
+    assert "<!-- BEGIN PARTS TABLE -->" in err and "table of tasks and points from course.yml" in err
+
+
+def test_a_heading_naming_a_task_course_yml_lacks_is_a_clear_error(scratch, capsys):
+    def misnumber(notebook):
+        notebook["cells"][0]["source"] += "\n\n### Task 1.12 — a task nobody listed"
+
+    edit_source(scratch, misnumber)
+    err = errors_of(capsys, scratch)
+    assert "heading names task 1.12" in err and "01_shapes tasks 1.1, 1.2" in err
+
+
+def test_check_and_build_keep_the_readme_course_table_in_step_with_course_yml(scratch, capsys):
+    readme = scratch / "README.md"
+    readme.write_text(
+        "# Course\n\n<!-- BEGIN COURSE TABLE -->\n| stale |\n<!-- END COURSE TABLE -->\n\nMore.\n",
+        encoding="utf-8",
+    )
+    assert "README.md: its course table differs from course.yml" in errors_of(capsys, scratch)
+    assert run_build(scratch, "01_shapes") == 0
+    assert "README.md: written" in capsys.readouterr().out
+    course = load_course(scratch / "course.yml")
+    expected = f"<!-- BEGIN COURSE TABLE -->\n{course_table(course)}\n<!-- END COURSE TABLE -->\n\nMore.\n"
+    assert readme.read_text(encoding="utf-8") == "# Course\n\n" + expected
+    assert run_build(scratch, "01_shapes", check=True) == 0, capsys.readouterr().err
+
+
+def test_authoring_helper_writes_cells_the_build_accepts(scratch):
+    sys.path.insert(0, str(ROOT / "tools" / "notebooks"))
+    try:
+        from authoring import AuthoringError, SourceNotebook
+    finally:
+        sys.path.remove(str(ROOT / "tools" / "notebooks"))
+    nb = SourceNotebook.open("01_shapes", root=scratch)
+    answer = nb.cell("answer_relu").source
+    nb.remove("relu")
+    nb.remove("answer_relu")
+    cells = nb.answer("relu", answer, public="assert relu(np.array([-1.0]))[0] == 0")
+    nb.insert_before("answer_to_torch_linear", *cells)
+    with pytest.raises(AuthoringError, match="grade_id 'answer_relu' already exists"):
+        nb.insert_before("answer_to_torch_linear", *nb.answer("relu", answer))
+    with pytest.raises(AuthoringError, match="manual part: write it with manual"):
+        nb.answer("relu_zero_reason", "x = 1")
+    nb.save()
+    course = load_course(scratch / "course.yml")
+    builder = Builder(scratch, course)
+    notebook = builder.load(course.assignment("01_shapes"))
+    test_cell = next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "relu")
+    assert "points" not in test_cell.metadata.nbgrader
+    assert 'assert_part("01_shapes.relu", relu)' in test_cell.source
+    assert len({cell.id for cell in notebook.cells}) == len(notebook.cells)

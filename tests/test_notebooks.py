@@ -22,7 +22,7 @@ from layerlab.widgets import forward_pass_explorer, layer_state, state_text
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = load_course(ROOT / "course.yml")
-BUILT = [a for a in COURSE.assignments if (ROOT / "source" / a.id / a.notebook).exists()]
+BUILT = list(COURSE.assignments)  # a missing source notebook fails its tests, it is not skipped
 IDS = [a.id for a in BUILT]
 ILLUSTRATION = "illustration"
 
