@@ -67,12 +67,48 @@ def write_class(course, directory: Path, count: int) -> int:
     return count
 
 
+def process_memory(pid: int | None = None) -> dict[str, float]:
+    """{"peak_rss_mb", "rss_mb"} of process `pid` (default: this one) and "children_rss_mb", the
+    resident memory of all its descendants now (a worker's sandbox processes), from /proc."""
+    pid = os.getpid() if pid is None else pid
+
+    def status(process: int) -> dict[str, float]:
+        values = {}
+        try:
+            for line in Path(f"/proc/{process}/status").read_text().splitlines():
+                key, _, rest = line.partition(":")
+                if key in ("VmHWM", "VmRSS"):
+                    values[key] = int(rest.split()[0]) / 1024
+        except (OSError, ValueError, IndexError):
+            pass
+        return values
+
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    descendants, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, ppid in parents.items() if ppid == parent]
+        descendants += children
+        frontier += children
+    own = status(pid)
+    return {
+        "peak_rss_mb": own.get("VmHWM", 0.0),
+        "rss_mb": own.get("VmRSS", 0.0),
+        "children_rss_mb": sum(status(child).get("VmRSS", 0.0) for child in descendants),
+    }
+
+
 def grade_once(count: int, address: str, root: Path) -> dict:
     """Grade `count` fresh submissions on the cluster at `address`; returns one table row."""
     from distributed import Client
     from grader.autograde import autograde
     from grader.course import DEFAULT_COURSE_FILE, load_course
-    from grader.dask_executor import process_memory
     from grader.demo import prepare
 
     directory = root / f"n{count}"

@@ -1,41 +1,50 @@
 """`python -m grader autograde`: grade submitted/ into nbgrader's gradebook.
 
-Submissions are found where nbgrader keeps them, submitted/<student>/<assignment>/<notebook>.ipynb.
-Worker threads only run isolated submissions (each in the sandbox); every gradebook write happens
-in this driver thread, one transaction per submission, so parallel grading cannot corrupt the
-gradebook. After each submission the driver also writes autograded/<student>/<assignment>/
-results.json (the record that makes reruns idempotent, with the notebook's digest), a copy of the
-notebook for formgrader, and feedback/<student>/<assignment>/<notebook>.html.
+Submissions are found where nbgrader keeps them, submitted/<student>/<assignment>/<notebook>.ipynb
+(grader.pipeline.jobs; only regular files are read). An executor grades them (local threads over
+one warm sandbox, or the workers of a Dask cluster with --dask); every write happens in this
+driver thread, one gradebook transaction per submission, so parallel grading cannot corrupt the
+gradebook. After each submission the driver writes the gradebook, the feedback page
+feedback/<student>/<assignment>/<notebook>.html, a copy of the notebook for formgrader, and last
+autograded/<student>/<assignment>/results.json, the record that makes reruns idempotent.
 
-A rerun re-grades a submission only when its notebook changed, the course secret changed, its
-results are missing from the gradebook or results.json, the grader itself failed on it last time
-(not the notebook: e.g. the sandbox could not start), or --force is given; a run killed halfway
-loses and duplicates nothing.
-
-With --dask ADDRESS the same loop hands submissions to the workers of a Dask cluster instead of
-local threads; grader/dask_executor.py explains what the driver accepts from them.
+A rerun re-grades a submission only when its notebook, the course secret or the assignment's
+course.yml entry (parts, points, limits) changed, its results are missing from the gradebook or
+results.json, the grader itself failed on it last time, or --force is given; a run killed
+halfway loses and duplicates nothing. A submission whose record the gradebook refuses is
+recorded as that student's zero with the reason, the others are graded, and the exit status is 1.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
-import threading
-import time
-from collections import Counter
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from concurrent.futures import FIRST_COMPLETED, wait
 from pathlib import Path
 
-from grader.course import add_course_option, load_course_dir
+from grader import feedback
+from grader import gradebook as gb
+from grader.course import CourseError, add_course_option, load_course_dir
+from grader.files import write_private
+from grader.formgrader import write_copy
+from grader.gradebook import GradebookError
+from grader.pipeline.executors import LocalExecutor, RemoteGradingError, SandboxStartError
+from grader.pipeline.jobs import Job, find_submissions
+from grader.pipeline.progress import Progress, summary_table
+from grader.pipeline.records import (
+    RESULTS_FILE,
+    Fingerprints,
+    Outcome,
+    output_paths,
+    read_previous,
+    record,
+    still_valid,
+    unchanged,
+    write_record,
+)
+from grader.result import zero_result
+from grader.seeding import PUBLIC_SECRET, grading_secret
 
-RESULTS_FILE = "results.json"
-RESULTS_VERSION = 1
-
-
-class AutogradeError(RuntimeError):
-    """Grading cannot start at all; the message says why."""
+__all__ = ["RESULTS_FILE", "AutogradeError", "Job", "Outcome", "autograde", "find_submissions", "run"]
 
 
 def add_arguments(parser):
@@ -69,14 +78,11 @@ def add_arguments(parser):
         default=None,
         metavar="ADDRESS",
         help="grade on the workers of this Dask scheduler (e.g. tcp://10.0.0.5:8786); "
-        "gradebook writes stay here (see grader/dask_executor.py)",
+        "gradebook writes stay here (see grader/pipeline/remote.py)",
     )
 
 
 def run(args) -> int:
-    from grader.course import CourseError
-    from grader.gradebook import GradebookError, gradebook_url
-
     try:
         course, course_dir = load_course_dir(args.course)
         if args.workers is not None and args.workers < 1:
@@ -84,19 +90,14 @@ def run(args) -> int:
         outcomes = autograde(
             course,
             course_dir,
-            db_url=gradebook_url(course_dir, args.db),
+            db_url=gb.gradebook_url(course_dir, args.db),
             assignment_ids=args.assignments or None,
             students=args.student or None,
             workers=args.workers,
             force=args.force,
             dask=args.dask,
         )
-    except (
-        CourseError,
-        GradebookError,
-        AutogradeError,
-        OSError,
-    ) as error:  # OSError: e.g. an unreadable folder
+    except (CourseError, GradebookError, AutogradeError, OSError) as error:  # OSError: an unreadable folder
         print(f"autograde: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -109,165 +110,18 @@ def run(args) -> int:
     warnings = dict.fromkeys(w for o in outcomes if o.graded for w in o.result.get("warnings") or [])
     for warning in list(warnings)[:10]:
         print(f"autograde: warning: {warning}", file=sys.stderr)
-    return 0
-
-
-# --- finding submissions ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Job:
-    student: str
-    assignment: str
-    path: Path  # the notebook (may not exist: graded as a recorded zero)
-    digest: str
-    timestamp: str | None
-
-
-def file_digest(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return "missing"
-
-
-def find_submissions(
-    course,
-    course_dir: Path,
-    assignment_ids=None,
-    students=None,
-    warn=lambda message: print(message, file=sys.stderr),
-) -> list[Job]:
-    """Every submission under submitted/, sorted by student then assignment."""
-    known = {a.id: a for a in course.assignments}
-    if assignment_ids:
-        for assignment_id in assignment_ids:
-            course.assignment(assignment_id)  # CourseError naming the known ids
-    submitted = course_dir / "submitted"
-    if not submitted.is_dir():
-        raise FileNotFoundError(f"no submitted/ folder in {course_dir}: nothing to grade")
-    student_dirs = sorted(p for p in submitted.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if students:
-        missing = sorted(set(students) - {p.name for p in student_dirs})
-        for student in missing:
-            warn(f"autograde: no submissions from student {student!r} in {submitted}")
-        student_dirs = [p for p in student_dirs if p.name in set(students)]
-    jobs = []
-    for student_dir in student_dirs:
-        for folder in sorted(p for p in student_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            if folder.name not in known:
-                if not assignment_ids:
-                    warn(
-                        f"autograde: skipping {folder.relative_to(course_dir)}: "
-                        f"{folder.name!r} is not an assignment in course.yml"
-                    )
-                continue
-            if assignment_ids and folder.name not in assignment_ids:
-                continue
-            assignment = known[folder.name]
-            path = folder / assignment.notebook
-            if not path.is_file():
-                others = sorted(
-                    p for p in folder.glob("*.ipynb") if p.is_file() and not p.name.startswith(".")
-                )
-                if len(others) == 1:
-                    warn(
-                        f"autograde: {folder.relative_to(course_dir)} has {others[0].name} instead of "
-                        f"{assignment.notebook}; grading it"
-                    )
-                    path = others[0]
-            stamp_file = folder / "timestamp.txt"
-            timestamp = (
-                stamp_file.read_text(encoding="utf-8", errors="replace").strip()
-                if stamp_file.is_file()
-                else None
-            )
-            jobs.append(Job(student_dir.name, assignment.id, path, file_digest(path), timestamp or None))
-    return jobs
-
-
-# --- grading -----------------------------------------------------------------------------------
-
-
-@dataclass
-class Outcome:
-    job: Job
-    result: dict  # SubmissionResult.to_dict() (+ digest); from results.json when skipped
-    graded: bool  # False when the previous result was still valid
-    seconds: float = 0.0
-
-
-def failed_result(course, assignment_id: str, path: Path, student: str, error: str):
-    """A SubmissionResult for a notebook the grader itself could not handle: a recorded zero on every part."""
-    from grader.result import PartResult, Status
-    from grader.submission import SubmissionResult
-
-    parts = [
-        PartResult(
-            p.id,
-            0.0,
-            p.points,
-            Status.MANUAL if p.kind == "manual" else Status.ERROR,
-            "graded by your instructor" if p.kind == "manual" else f"Not graded: {error}",
+    problems = [o for o in outcomes if o.problem]
+    for outcome in problems:
+        job = outcome.job
+        print(f"autograde: {job.student}/{job.assignment}: {outcome.problem}", file=sys.stderr)
+    if problems:
+        print(
+            f"autograde: {len(problems)} submission(s) were recorded as zero because their record "
+            "failed; every other submission is graded",
+            file=sys.stderr,
         )
-        for p in course.assignment(assignment_id).parts
-    ]
-    return SubmissionResult(str(path), assignment_id, student, parts, error, retry=True)
-
-
-def output_paths(course_dir: Path, job: Job, course) -> dict[str, Path]:
-    assignment = course.assignment(job.assignment)
-    stem = Path(assignment.notebook).stem
-    graded = course_dir / "autograded" / job.student / job.assignment
-    return {
-        "results": graded / RESULTS_FILE,
-        "notebook": graded / assignment.notebook,
-        "timestamp": graded / "timestamp.txt",
-        "feedback": course_dir / "feedback" / job.student / job.assignment / f"{stem}.html",
-    }
-
-
-def read_previous(path: Path) -> dict | None:
-    """The results.json of an earlier run, or None when it is missing or not one this version wrote."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict) or data.get("version") != RESULTS_VERSION:
-        return None
-    parts = data.get("parts")
-    if not isinstance(parts, list) or not all(isinstance(part, dict) for part in parts):
-        return None
-    if not all(type(data.get(key)) in (int, float) for key in ("score", "max_score")):
-        return None
-    return data
-
-
-def secret_fingerprint(secret: str) -> str:
-    """Tells whether results were graded with the same secret, without revealing it."""
-    import hmac
-
-    return hmac.new(secret.encode(), b"autograde results", hashlib.sha256).hexdigest()[:16]
-
-
-def unchanged(previous: dict | None, job: Job, fingerprint: str) -> bool:
-    """True when results.json holds a finished grading of this very notebook with this secret."""
-    return (
-        previous is not None
-        and previous.get("digest") == job.digest
-        and previous.get("secret") == fingerprint
-        and not previous.get("retry")
-    )
-
-
-def still_valid(previous: dict | None, job: Job, stored: dict | None, fingerprint: str) -> bool:
-    """True when results.json and the gradebook both hold this very notebook's grades."""
-    if stored is None or not unchanged(previous, job, fingerprint):
-        return False
-    for part in previous.get("parts", []):
-        if part.get("status") != "manual" and stored.get(part.get("id")) != part.get("score"):
-            return False
-    return True
+        return 1
+    return 0
 
 
 def autograde(
@@ -285,21 +139,74 @@ def autograde(
     sandbox_factory=None,
     dask: str | None = None,
 ) -> list[Outcome]:
-    """Grade every matching submission into the gradebook; returns one Outcome per submission.
+    """Grade every matching submission into the gradebook; returns one records.Outcome per submission.
 
     `grade(course, assignment_id, path, student, secret, sandbox) -> SubmissionResult` defaults to
-    grader.submission.grade_submission; `sandbox_factory(limits)` to grader.sandbox.Sandbox.
-    `dask`: a Dask scheduler address; its workers then run grade_submission (grade and
-    sandbox_factory are not used) and this thread validates and writes their results.
+    grader.submission.grade_submission; `sandbox_factory(limits)` to an isolated Sandbox.
+    `dask`: a Dask scheduler address; its workers then grade (grade and sandbox_factory are not
+    used). `secret` defaults to the course's secret_env variable.
     """
-    from grader import feedback, gradebook as gb_module
-    from grader.seeding import PUBLIC_SECRET, grading_secret
-
     course_dir = Path(course_dir).resolve()
     stream = sys.stderr if progress_stream is None else progress_stream
-    jobs = find_submissions(
-        course, course_dir, assignment_ids, students, warn=lambda message: print(message, file=stream)
-    )
+
+    def say(message: str) -> None:
+        print(message, file=stream)
+
+    jobs = find_submissions(course, course_dir, assignment_ids, students, warn=say)
+    _check_sources(course, jobs)
+    secret = _course_secret(course, say) if secret is None else secret
+    fingerprints = Fingerprints.of(course, secret, {job.assignment for job in jobs})
+    previous = {job: read_previous(output_paths(course_dir, job, course)["results"]) for job in jobs}
+    workers = max(1, int(workers or course.limits.workers))
+
+    def local_executor():
+        return LocalExecutor(course, secret, workers, sandbox_factory=sandbox_factory, grade=grade)
+
+    # A warm sandbox takes seconds to start: it starts while the gradebook opens.
+    needs_grading = force or not all(unchanged(previous[job], job, fingerprints) for job in jobs)
+    executor = local_executor() if dask is None and needs_grading else None
+    outcomes: list[Outcome] = []
+    try:
+        gradebook = gb.open_gradebook(db_url or gb.default_db_url(course_dir), course.course_id)
+        try:
+            for assignment_id in sorted({job.assignment for job in jobs}):
+                gb.ensure_assignment(gradebook, course, course.assignment(assignment_id))
+            todo = []
+            for job in jobs:
+                stored = gb.stored_scores(gradebook, course.assignment(job.assignment), job.student)
+                if not force and still_valid(previous[job], job, stored, fingerprints):
+                    outcomes.append(Outcome(job, previous[job], graded=False))
+                else:
+                    todo.append(job)
+            if not todo:
+                say(f"autograde: all {len(jobs)} submissions are already graded (use --force to re-grade)")
+                return _ordered(outcomes, jobs)
+            if dask is None:
+                executor = executor or local_executor()
+                _wait_ready(executor, say)
+            else:
+                executor = _dask_executor(dask, course, secret, say)
+            bar = Progress(len(todo), stream)
+            saver = _Saver(course, course_dir, gradebook, previous, fingerprints)
+            for job, result in _graded(executor, todo):
+                outcomes.append(saver.save(job, result))
+                bar.advance(f"{job.student}/{job.assignment}")
+            bar.finish()
+            for note in getattr(executor, "notes", []):
+                say(f"autograde: {note}")
+        finally:
+            gradebook.close()
+    finally:
+        if executor is not None:
+            executor.close()
+    return _ordered(outcomes, jobs)
+
+
+class AutogradeError(RuntimeError):
+    """Grading cannot start or go on at all; the message says why."""
+
+
+def _check_sources(course, jobs: list[Job]) -> None:
     for assignment_id in sorted({job.assignment for job in jobs}):
         assignment = course.assignment(assignment_id)
         if not (course.root / "source" / assignment_id / assignment.notebook).is_file():
@@ -307,314 +214,119 @@ def autograde(
                 f"source/{assignment_id}/{assignment.notebook} is missing from {course.root}: "
                 "grading needs the instructor's notebook (nothing was graded)"
             )
-    if secret is None:
-        secret = grading_secret(course.secret_env)
-        if secret == PUBLIC_SECRET:
-            print(
-                f"autograde: warning: {course.secret_env} is not set, so per-student inputs come from the "
-                "public self-check secret and students could predict them",
-                file=stream,
-            )
-    if grade is None:
-        from grader.submission import grade_submission as grade
-    if sandbox_factory is None:
-        from grader.sandbox import Sandbox
 
-        def sandbox_factory(limits):
-            return Sandbox(limits, isolate=True)
 
-    workers = max(1, int(workers or course.limits.workers))
+def _course_secret(course, say) -> str:
+    secret = grading_secret(course.secret_env)
+    if secret == PUBLIC_SECRET:
+        say(
+            f"autograde: warning: {course.secret_env} is not set, so per-student inputs come from the "
+            "public self-check secret and students could predict them"
+        )
+    return secret
 
-    # Starting the sandbox (a warm interpreter) takes seconds: do it while the gradebook opens.
-    previous_by_job = {job: read_previous(output_paths(course_dir, job, course)["results"]) for job in jobs}
-    fingerprint = secret_fingerprint(secret)
-    starter = None
-    if dask is None and (force or not all(unchanged(previous_by_job[job], job, fingerprint) for job in jobs)):
-        starter = _SandboxStarter(sandbox_factory, course.limits)
-    outcomes: list[Outcome] = []
+
+def _wait_ready(executor: LocalExecutor, say) -> None:
     try:
-        gradebook = gb_module.open_gradebook(db_url or gb_module.default_db_url(course_dir), course.course_id)
-        try:
-            for assignment_id in sorted({job.assignment for job in jobs}):
-                gb_module.ensure_assignment(gradebook, course, course.assignment(assignment_id))
-            todo = []
-            for job in jobs:
-                previous = previous_by_job[job]
-                stored = gb_module.stored_scores(gradebook, course.assignment(job.assignment), job.student)
-                if not force and still_valid(previous, job, stored, fingerprint):
-                    outcomes.append(Outcome(job, previous, graded=False))
-                else:
-                    todo.append(job)
-            if not todo:
-                print(
-                    f"autograde: all {len(jobs)} submissions are already graded (use --force to re-grade)",
-                    file=stream,
-                )
-                return _ordered(outcomes, jobs)
-            if dask is None:
-                starter = starter or _SandboxStarter(sandbox_factory, course.limits)
-                try:
-                    sandbox = starter.get()
-                except Exception as error:  # the sandbox's own error types, whatever they are
-                    raise AutogradeError(f"the sandbox for student code could not start: {error}") from error
-                for warning in getattr(sandbox, "warnings", []) or []:
-                    print(f"autograde: warning: {warning}", file=stream)
-            else:
-                from grader.dask_executor import DaskGrading, RemoteGradingError, grade_on_worker
-
-                try:
-                    remote = DaskGrading(dask, course, secret)
-                except RemoteGradingError as error:
-                    raise AutogradeError(str(error)) from None
-                print(f"autograde: grading on the Dask cluster at {dask}", file=stream)
-            bar = Progress(len(todo), stream)
-
-            def save(job: Job, result, seconds: float) -> None:
-                previous = previous_by_job[job]
-                changed = previous is None or previous.get("digest") != job.digest
-                try:
-                    gb_module.record_submission(
-                        gradebook, course, result, timestamp=job.timestamp, changed=changed
-                    )
-                except Exception as error:  # e.g. a locked or read-only database: stop, nothing half-written
-                    raise AutogradeError(
-                        f"cannot write {job.student}/{job.assignment} to the gradebook: "
-                        f"{gb_module.describe_error(error)}"
-                    ) from error
-                data = result.to_dict()
-                data.update(
-                    version=RESULTS_VERSION,
-                    digest=job.digest,
-                    secret=fingerprint,
-                    seconds=round(seconds, 3),
-                    retry=result.retry,
-                )
-                paths = output_paths(course_dir, job, course)
-                feedback.write(paths["results"], json.dumps(data, indent=1, default=str) + "\n")
-                feedback.write(paths["feedback"], feedback.render(course, result, course_dir))
-                _copy_for_formgrader(course, job, paths)
-                outcomes.append(Outcome(job, data, graded=True, seconds=seconds))
-                bar.advance(f"{job.student}/{job.assignment}")
-
-            def grade_one(job: Job):
-                start = time.perf_counter()
-                try:
-                    result = grade(course, job.assignment, job.path, job.student, secret, sandbox)
-                except Exception as error:  # grade_submission should never raise; record it if it does
-                    result = failed_result(
-                        course,
-                        job.assignment,
-                        job.path,
-                        job.student,
-                        f"the grader failed on this notebook ({type(error).__name__}: {error})",
-                    )
-                return result, time.perf_counter() - start
-
-            if dask is None:
-                pool, window = (
-                    ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grade"),
-                    2 * workers,
-                )
-
-                def start(job: Job):
-                    return pool.submit(grade_one, job)
-
-                def finish(job: Job, future):
-                    return future.result()
-            else:
-                pool, window = remote.executor(), remote.window
-
-                def start(job: Job):
-                    return pool.submit(grade_on_worker, remote.task(job))
-
-                def finish(job: Job, future):
-                    try:
-                        return remote.receive(job, future.result())
-                    except Exception as error:  # a lost cluster, a refusing or misbehaving worker
-                        raise AutogradeError(
-                            f"grading {job.student}/{job.assignment} on the cluster failed "
-                            f"({type(error).__name__}: {error}); every result so far is "
-                            "saved, rerun to finish"
-                        ) from None
-
-            order = {job: index for index, job in enumerate(todo)}
-            queue, pending = iter(todo), {}
-
-            def top_up() -> None:
-                for job in queue:
-                    pending[start(job)] = job
-                    if len(pending) >= window:
-                        return
-
-            try:
-                with pool:
-                    try:
-                        top_up()
-                        while pending:
-                            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                            for future in sorted(done, key=lambda f: order[pending[f]]):
-                                job = pending.pop(future)
-                                result, seconds = finish(job, future)
-                                save(job, result, seconds)  # the only place that writes: this thread
-                            top_up()
-                    except BaseException:
-                        for future in pending:
-                            future.cancel()
-                        raise
-            finally:
-                if dask is not None:
-                    remote.close()
-            bar.finish()
-        finally:
-            gradebook.close()
-    finally:
-        if starter is not None:
-            starter.close()
-    return _ordered(outcomes, jobs)
+        sandbox = executor.wait_ready()
+    except SandboxStartError as error:
+        raise AutogradeError(str(error)) from None
+    for warning in getattr(sandbox, "warnings", []) or []:
+        say(f"autograde: warning: {warning}")
 
 
-class _SandboxStarter:
-    """Enters a sandbox in a background thread that lives until `close()`.
+def _dask_executor(address: str, course, secret: str, say):
+    try:  # distributed takes 1.5 s to import: only runs with --dask pay for it
+        from grader.pipeline.cluster import DaskExecutor
+    except ImportError:
+        raise AutogradeError(
+            "--dask needs the dask and distributed packages: "
+            "pip install 'layers-course-grader[dask]' (or make setup)"
+        ) from None
+    try:
+        executor = DaskExecutor(address, course, secret, warn=say)
+    except RemoteGradingError as error:
+        raise AutogradeError(str(error)) from None
+    say(f"autograde: grading on the Dask cluster at {address}")
+    return executor
 
-    The sandbox's warm interpreter is tied to the thread that started it (it asks the kernel to
-    end it when its parent thread ends), so the same thread also waits and then leaves it.
+
+def _graded(executor, jobs: list[Job]):
+    """(job, SubmissionResult) as the executor finishes them, in job order among those done together.
+
+    At most executor.window submissions are in flight; on any error the rest are cancelled.
     """
+    order = {job: index for index, job in enumerate(jobs)}
+    queue, pending = iter(jobs), {}
 
-    def __init__(self, factory, limits):
-        self.sandbox, self.entered, self.error = factory(limits), None, None
-        self.ready, self.done = threading.Event(), threading.Event()
-        self.thread = threading.Thread(target=self._hold, name="sandbox", daemon=True)
-        self.thread.start()
+    def top_up() -> None:
+        for job in queue:
+            pending[executor.submit(job)] = job
+            if len(pending) >= executor.window:
+                return
 
-    def _hold(self) -> None:
+    try:
+        top_up()
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=lambda f: order[pending[f]]):
+                job = pending.pop(future)
+                try:
+                    result = future.result()
+                except RemoteGradingError as error:  # a lost cluster, or no good worker left
+                    raise AutogradeError(
+                        f"grading {job.student}/{job.assignment} on the cluster failed ({error}); "
+                        "every result so far is saved, rerun to finish"
+                    ) from None
+                yield job, result
+            top_up()
+    finally:
+        for future in pending:
+            future.cancel()
+
+
+class _Saver:
+    """Writes one graded submission: gradebook, feedback page, formgrader copy, then results.json."""
+
+    def __init__(self, course, course_dir: Path, gradebook, previous: dict, fingerprints: Fingerprints):
+        self.course, self.course_dir, self.gradebook = course, course_dir, gradebook
+        self.previous, self.fingerprints = previous, fingerprints
+
+    def save(self, job: Job, result) -> Outcome:
+        previous = self.previous.get(job)
+        changed = previous is None or previous.get("digest") != job.digest
+        problem, book = None, self.gradebook
         try:
-            self.entered = self.sandbox.__enter__()
-        except BaseException as error:  # re-raised in the driver by get()
-            self.error = error
-            self.ready.set()
+            gb.record_submission(book, self.course, result, timestamp=job.timestamp, changed=changed)
+        except Exception as error:  # whatever this record holds, the student gets a recorded zero
+            problem = f"the gradebook refused its record ({gb.describe_error(error)})"
+            assignment = self.course.assignment(job.assignment)
+            result = zero_result(assignment, job.path, job.student, problem, retry=True).made_safe()
+            try:
+                gb.record_submission(book, self.course, result, timestamp=None, changed=changed)
+            except Exception as second:  # e.g. a locked or read-only database: nothing can be recorded
+                raise AutogradeError(
+                    f"cannot write {job.student}/{job.assignment} to the gradebook: "
+                    f"{gb.describe_error(second)}"
+                ) from second
+        paths = output_paths(self.course_dir, job, self.course)
+        write_private(paths["feedback"], feedback.render(self.course, result, self.course_dir))
+        self._copy_for_formgrader(job, paths)
+        data = record(result, job, self.fingerprints)
+        write_record(paths["results"], data)
+        return Outcome(job, data, graded=True, seconds=result.seconds, problem=problem)
+
+    def _copy_for_formgrader(self, job: Job, paths: dict[str, Path]) -> None:
+        """formgrader shows autograded/<student>/<assignment>/<notebook>.ipynb for manual grading."""
+        if job.refused is not None:
+            paths["notebook"].unlink(missing_ok=True)
             return
-        try:  # the symbolic checks' sympy, so the first notebook does not pay for it
-            import grader.symbolic  # noqa: F401
-        except Exception:
-            pass
-        self.ready.set()
-        self.done.wait()
-        self.sandbox.__exit__(None, None, None)
-
-    def get(self):
-        self.ready.wait()
-        if self.error is not None:
-            raise self.error
-        return self.entered
-
-    def close(self) -> None:
-        self.done.set()
-        self.thread.join()
+        if not write_copy(self.course, job.assignment, job.path, paths["notebook"]):
+            return
+        if job.timestamp:
+            write_private(paths["timestamp"], job.timestamp + "\n")
 
 
 def _ordered(outcomes: list[Outcome], jobs: list[Job]) -> list[Outcome]:
     index = {job: i for i, job in enumerate(jobs)}
     return sorted(outcomes, key=lambda outcome: index[outcome.job])
-
-
-def _copy_for_formgrader(course, job: Job, paths: dict[str, Path]) -> None:
-    """formgrader shows autograded/<student>/<assignment>/<notebook>.ipynb for manual grading."""
-    from grader.formgrader import write_copy
-
-    if not write_copy(course, job.assignment, job.path, paths["notebook"]):
-        return
-    if job.timestamp:
-        paths["timestamp"].write_text(job.timestamp + "\n", encoding="utf-8")
-
-
-# --- output ----------------------------------------------------------------------------------
-
-
-class Progress:
-    """A plain-text progress bar with ETA on a stream; one line per 10% when not a terminal."""
-
-    def __init__(self, total: int, stream, width: int = 28):
-        self.total, self.stream, self.width = total, stream, width
-        self.done, self.start = 0, time.monotonic()
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self.last_tenth = -1
-        self._draw("")
-
-    def advance(self, label: str) -> None:
-        self.done += 1
-        self._draw(label)
-
-    def _draw(self, label: str) -> None:
-        elapsed = time.monotonic() - self.start
-        eta = elapsed / self.done * (self.total - self.done) if self.done else None
-        filled = int(self.width * self.done / max(self.total, 1))
-        line = (
-            f"grading [{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
-            f"{_clock(elapsed)} elapsed, ETA {_clock(eta) if eta is not None else '--:--'}  {label}"
-        )
-        if self.tty:
-            self.stream.write("\r" + line[:118].ljust(118))
-        else:
-            tenth = self.done * 10 // max(self.total, 1)
-            if tenth == self.last_tenth:
-                return
-            self.last_tenth = tenth
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-    def finish(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
-        elapsed = time.monotonic() - self.start
-        self.stream.write(f"graded {self.done} submission(s) in {elapsed:.1f} s\n")
-        self.stream.flush()
-
-
-def _clock(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 60}:{seconds % 60:02d}"
-
-
-def format_table(headers: list[str], rows: list[list[str]], max_width: int = 60) -> str:
-    """A plain-text table with aligned columns; long cells are cut at `max_width`."""
-
-    def cut(text) -> str:
-        text = " ".join(str(text).split())
-        return text if len(text) <= max_width else text[: max_width - 1] + "…"
-
-    rows = [[cut(cell) for cell in row] for row in rows]
-    widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(headers)]
-    line = "  ".join("-" * w for w in widths)
-    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(), line]
-    out += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
-    return "\n".join(out)
-
-
-def status_counts(parts: list[dict]) -> str:
-    counts = Counter(part.get("status", "?") for part in parts)
-    order = ["passed", "partial", "failed", "error", "timeout", "manual"]
-    return ", ".join(
-        f"{counts[s]} {s}" for s in sorted(counts, key=lambda s: (order.index(s) if s in order else 9, s))
-    )
-
-
-def summary_table(outcomes: list[Outcome]) -> str:
-    """One row per submission: student, assignment, score/max, status counts, error."""
-    if not outcomes:
-        return "No submissions found."
-    rows = []
-    for outcome in outcomes:
-        result = outcome.result
-        rows.append(
-            [
-                outcome.job.student,
-                outcome.job.assignment,
-                f"{result.get('score', 0):g}/{result.get('max_score', 0):g}",
-                status_counts(result.get("parts", [])),
-                "" if outcome.graded else "unchanged",
-                result.get("error") or "",
-            ]
-        )
-    graded = sum(o.graded for o in outcomes)
-    table = format_table(["student", "assignment", "score", "parts", "note", "error"], rows)
-    return f"{table}\n{graded} graded, {len(outcomes) - graded} unchanged since the last run."

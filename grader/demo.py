@@ -14,6 +14,16 @@ import textwrap
 import time
 from pathlib import Path
 
+import yaml
+
+from grader import gradebook as gbm
+from grader.autograde import autograde
+from grader.course import DEFAULT_COURSE_FILE, CourseError, load_course
+from grader.demo_class import CLASS, write_submissions
+from grader.feedback import redact
+from grader.misconceptions import MISCONCEPTIONS
+from grader.pipeline.progress import format_table
+
 DEMO_SECRET = "demo-course-secret"
 DEMO_LIMITS = {"part_timeout_s": 5, "notebook_timeout_s": 60}
 
@@ -36,10 +46,6 @@ def add_arguments(parser):
 
 def prepare(directory: Path, repo: Path) -> None:
     """Copy the course into `directory` with the demo's shorter time limits (CourseError if course.yml is bad)."""
-    import yaml
-
-    from grader.course import load_course
-
     load_course(repo / "course.yml")  # a malformed course.yml: CourseError before anything is copied
     if not (repo / "source").is_dir() or not any((repo / "source").glob("*/*.ipynb")):
         raise FileNotFoundError(f"the course notebooks are missing under {repo / 'source'}")
@@ -59,10 +65,6 @@ def prepare(directory: Path, repo: Path) -> None:
 
 
 def run(args) -> int:
-    from grader.autograde import autograde
-    from grader.course import DEFAULT_COURSE_FILE, CourseError, load_course
-    from grader.demo_class import CLASS, write_submissions
-
     repo = DEFAULT_COURSE_FILE.parent
     if args.dir:
         directory = Path(args.dir).resolve()
@@ -121,8 +123,6 @@ def student_results(outcomes) -> dict[str, list[dict]]:
 
 def verdicts(course, outcomes, gradebook_ok: bool, students=None):
     """Rows (student, what they did, score, codes, verdict) and whether every verdict holds."""
-    from grader.demo_class import CLASS
-
     by_student = student_results(outcomes)
     rows, all_ok = [], True
     for student in students or CLASS:
@@ -185,8 +185,6 @@ def _expand(course, keys) -> list[str]:
 
 def gradebook_intact(course, directory: Path, outcomes) -> tuple[bool, str]:
     """Whether the gradebook holds exactly the autograder's scores (no student rewrote it)."""
-    from grader import gradebook as gbm
-
     try:
         gradebook = gbm.open_gradebook(gbm.default_db_url(directory), course.course_id)
     except gbm.GradebookError as error:
@@ -216,11 +214,6 @@ def gradebook_intact(course, directory: Path, outcomes) -> tuple[bool, str]:
 
 
 def report(course, directory: Path, outcomes, rows, elapsed: float, intact: bool, integrity_note: str) -> str:
-    from grader.autograde import format_table
-    from grader.demo_class import CLASS
-    from grader.feedback import redact
-    from grader.misconceptions import MISCONCEPTIONS
-
     out = [
         format_table(
             ["student", "what they handed in", "auto score", "misconceptions named", "verdict"],

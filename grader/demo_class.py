@@ -13,8 +13,15 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.feedback import MARKER_LINE
-from grader.gradebook import _stub_source, solution_cell_name
+from grader.notebook import (
+    answer_cell_id,
+    cell_text,
+    grade_id_of,
+    is_mark_scheme,
+    load_notebook,
+    stub_source,
+    without_solution_markers,
+)
 
 
 @dataclass(frozen=True)
@@ -346,26 +353,21 @@ CLASS: tuple[DemoStudent, ...] = (
 # --- building the notebooks ---------------------------------------------------------------------
 
 
-def _source_text(cell) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
-
-
 def _answer_ids(assignment) -> dict[str, str]:
     """grade_id of each part's answer cell -> part id."""
-    return {solution_cell_name(part): part.id for part in assignment.parts}
+    return {answer_cell_id(part): part.id for part in assignment.parts}
 
 
 def model_answers(course_dir: Path, assignment) -> dict[str, str]:
     """part id -> the model answer from source/, without the solution markers."""
     path = course_dir / "source" / assignment.id / assignment.notebook
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = load_notebook(path, "the source notebook", from_student=False)
     ids = _answer_ids(assignment)
     answers = {}
     for cell in data["cells"]:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        grade_id = grade_id_of(cell)
         if grade_id in ids:
-            answers[ids[grade_id]] = MARKER_LINE.sub("", _source_text(cell)).strip("\n") + "\n"
+            answers[ids[grade_id]] = without_solution_markers(cell_text(cell)).strip("\n") + "\n"
     return answers
 
 
@@ -373,16 +375,14 @@ def released_notebook(course_dir: Path, assignment) -> dict:
     """The student version: assignments/<id>/<notebook>, else source/ with its solutions cleared."""
     released = course_dir / "assignments" / assignment.id / assignment.notebook
     if released.is_file():
-        return json.loads(released.read_text(encoding="utf-8"))
-    data = json.loads(
-        (course_dir / "source" / assignment.id / assignment.notebook).read_text(encoding="utf-8")
-    )
-    cells = []
-    for cell in data["cells"]:
-        if "mark-scheme" in cell.get("metadata", {}).get("tags", []):
-            continue
-        cell = dict(cell, source=_stub_source(_source_text(cell), cell["cell_type"]))
-        cells.append(cell)
+        return load_notebook(released, "the released notebook", from_student=False)
+    source = course_dir / "source" / assignment.id / assignment.notebook
+    data = load_notebook(source, "the source notebook", from_student=False)
+    cells = [
+        dict(cell, source=stub_source(cell_text(cell), cell["cell_type"]))
+        for cell in data["cells"]
+        if not is_mark_scheme(cell)
+    ]
     return dict(data, cells=cells)
 
 
@@ -396,7 +396,7 @@ def notebook_for(course_dir: Path, assignment, student: DemoStudent) -> dict:
             answers[part_id] = source
     ids = _answer_ids(assignment)
     for cell in data["cells"]:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        grade_id = grade_id_of(cell)
         if grade_id in ids and ids[grade_id] in answers:
             cell["source"] = answers[ids[grade_id]]
         if cell.get("cell_type") == "code":

@@ -12,7 +12,8 @@ import csv
 import sys
 from pathlib import Path
 
-from grader.course import add_course_option, load_course_dir
+from grader.course import CourseError, add_course_option, load_course_dir
+from grader.gradebook import GradebookError, gradebook_url, open_gradebook, redact_url, score_table
 
 
 def add_arguments(parser):
@@ -52,9 +53,6 @@ def _number(value: float) -> str:
 
 
 def run(args) -> int:
-    from grader.course import CourseError
-    from grader.gradebook import GradebookError, gradebook_url, open_gradebook, redact_url, score_table
-
     try:
         course, course_dir = load_course_dir(args.course)
         url = gradebook_url(course_dir, args.db)

@@ -13,8 +13,9 @@ import re
 import sys
 from pathlib import Path
 
-HIDDEN_REGION = re.compile(r"### BEGIN (HIDDEN TESTS|MARK SCHEME).*?(### END \1|\Z)", re.S)
-MARKER_LINE = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[^\n]*\n?", re.M)
+from grader.misconceptions import MISCONCEPTIONS
+from grader.notebook import without_hidden_regions
+
 GRADER_DIR = str(Path(__file__).resolve().parent)
 
 STYLE = """
@@ -36,7 +37,7 @@ pre { background: #f6f8fa; padding: .6rem; border-radius: 6px; overflow-x: auto;
 
 def redact(text: str, extra_paths: tuple[str, ...] = ()) -> str:
     """`text` without hidden regions or file paths of the grader, the course or the interpreter."""
-    text = MARKER_LINE.sub("", HIDDEN_REGION.sub("[hidden]", text or ""))
+    text = without_hidden_regions(text or "")
     text = re.sub(r"(/[^\s\"'<>]*)?/(grader|site-packages|dist-packages)/[^\s\"'<>,)]*", "…", text)
     paths = sorted({GRADER_DIR, sys.prefix, sys.base_prefix, *extra_paths}, key=len, reverse=True)
     for path in paths:
@@ -46,9 +47,7 @@ def redact(text: str, extra_paths: tuple[str, ...] = ()) -> str:
 
 
 def render(course, result, course_dir: str | os.PathLike | None = None) -> str:
-    """The HTML feedback page for one `SubmissionResult`."""
-    from grader.misconceptions import MISCONCEPTIONS
-
+    """The HTML feedback page for one `SubmissionResult`; every text from the student is escaped."""
     assignment = course.assignment(result.assignment)
     hide = tuple(str(Path(p).resolve()) for p in (course.root, course_dir) if p)
 
@@ -103,11 +102,3 @@ def render(course, result, course_dir: str | os.PathLike | None = None) -> str:
         out.append("</section>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
-
-
-def write(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically (a killed run never leaves half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)

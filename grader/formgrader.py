@@ -17,8 +17,9 @@ written here keeps only what the person grading needs:
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
+
+from grader.text import safe_text as storable_text
 
 MAX_CELL_CHARS = 200_000
 ALLOWED_TAGS = frozenset(
@@ -30,22 +31,17 @@ ALLOWED_ATTRIBUTES = {"a": ["href", "title"], "abbr": ["title"], "td": ["colspan
 ALLOWED_PROTOCOLS = frozenset({"http", "https", "mailto"})
 NO_CELL = "*The submission has no cell for this answer.*"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
-CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
-SURROGATES = re.compile(r"[\ud800-\udfff]")
 
 
 def safe_text(text, limit: int = MAX_CELL_CHARS) -> str:
-    """`text` as valid UTF-8 without NUL or other control characters, cut at `limit` characters.
+    """A cell's source (text or a list of lines) as grader.text.safe_text makes it; "" for anything else.
 
     >>> safe_text("a\\x00b\\ud800c") == "ab\\ufffdc"
     True
     """
     if isinstance(text, list) and all(isinstance(line, str) for line in text):
         text = "".join(text)
-    if not isinstance(text, str):
-        return ""
-    text = SURROGATES.sub("\ufffd", CONTROL_CHARACTERS.sub("", text))
-    return text if len(text) <= limit else text[:limit] + "\n[… cut]"
+    return storable_text(text, limit) if isinstance(text, str) else ""
 
 
 def clean_html(markup: str) -> str:
@@ -174,8 +170,8 @@ def write_copy(course, assignment_id: str, submission: Path, destination: Path) 
     A stale copy from an earlier, readable version of the submission is removed, so formgrader
     never shows a notebook other than the one graded.
     """
-    from grader import feedback
-    from grader.submission import NotebookError, load_notebook
+    from grader.files import write_private
+    from grader.notebook import NotebookError, load_notebook
 
     try:
         notebook = load_notebook(submission)
@@ -183,5 +179,5 @@ def write_copy(course, assignment_id: str, submission: Path, destination: Path) 
         Path(destination).unlink(missing_ok=True)
         return False
     copy = formgrader_notebook(course, course.assignment(assignment_id), notebook["cells"])
-    feedback.write(Path(destination), json.dumps(copy, indent=1, ensure_ascii=False) + "\n")
+    write_private(Path(destination), json.dumps(copy, indent=1, ensure_ascii=False) + "\n")
     return True

@@ -25,13 +25,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.notebook import NO_ANSWER, is_blank_answer  # noqa: F401  (NO_ANSWER: part of this module's API)
+from grader.text import safe_text
+
 SOLUTION_REGION = re.compile(
     r"^([ \t]*)### BEGIN SOLUTION[^\n]*\n.*?^[ \t]*### END SOLUTION[^\n]*$", re.S | re.M
 )
 
 
 GRADEBOOK_ENV = "LAYERS_GRADEBOOK_URL"
-NO_ANSWER = "no answer"
 CREDENTIALS = re.compile(r"(?P<user>[^\s'\"/:@]*):(?P<password>[^\s'\"@/]+)@")
 
 
@@ -73,15 +75,8 @@ def hide_credentials(text: str) -> str:
     return CREDENTIALS.sub(lambda m: f"{m['user']}:***@", text)
 
 
-def is_blank_answer(text) -> bool:
-    """True for a free-text answer the student left empty or as the released "YOUR ANSWER HERE"."""
-    return not isinstance(text, str) or text.strip() in ("", "YOUR ANSWER HERE")
-
-
 def storable(text: str | None, limit: int = 100_000) -> str | None:
     """`text` as every gradebook backend stores it: valid UTF-8, no NUL, at most `limit` characters."""
-    from grader.formgrader import safe_text
-
     return None if text is None else safe_text(text, limit)
 
 

@@ -14,7 +14,15 @@ import sys
 import textwrap
 from pathlib import Path
 
-from grader.course import add_course_option, load_course_dir
+from grader.course import CourseError, add_course_option, load_course_dir
+from grader.feedback import redact
+from grader.misconceptions import MISCONCEPTIONS
+from grader.notebook import NotebookError, grade_id_of, load_notebook, part_id_of
+from grader.pipeline.progress import format_table
+from grader.pipeline.warm_sandbox import isolated_sandbox
+from grader.sandbox import SandboxError
+from grader.seeding import PUBLIC_SECRET, grading_secret
+from grader.submission import grade_submission
 
 
 def add_arguments(parser):
@@ -41,18 +49,11 @@ class Unusable(Exception):
 
 def detect_assignment(course, notebook_path: Path) -> str:
     """The assignment id of a notebook: by its answer cells' grade_ids, else by its file name."""
-    from grader.submission import NotebookError, load_notebook
-
     try:
         data = load_notebook(notebook_path)
     except NotebookError as error:
         raise Unusable(str(error)) from None
-    grade_ids = set()
-    for cell in data["cells"]:
-        meta = cell.get("metadata") if isinstance(cell, dict) else None
-        nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
-        if isinstance(nbgrader, dict) and isinstance(nbgrader.get("grade_id"), str):
-            grade_ids.add(nbgrader["grade_id"].removeprefix("answer_"))
+    grade_ids = {part_id_of(grade_id) for grade_id in map(grade_id_of, data["cells"]) if grade_id}
     best, best_hits = None, 0
     for assignment in course.assignments:
         hits = len(grade_ids & {part.id for part in assignment.parts})
@@ -72,8 +73,6 @@ def detect_assignment(course, notebook_path: Path) -> str:
 
 
 def run(args) -> int:
-    from grader.course import CourseError
-
     try:
         course, _ = load_course_dir(args.course)
         path = Path(args.notebook)
@@ -89,8 +88,6 @@ def run(args) -> int:
     except (Unusable, CourseError) as error:
         print(f"check: {error}", file=sys.stderr)
         return 2
-    from grader.sandbox import SandboxError
-
     try:
         result, public = grade_notebook(course, assignment_id, path, args.student)
     except SandboxError as error:
@@ -117,22 +114,14 @@ def run(args) -> int:
 
 def grade_notebook(course, assignment_id: str, path: Path, student: str):
     """(SubmissionResult, whether the public self-check secret was used)."""
-    from grader.sandbox import Sandbox
-    from grader.seeding import PUBLIC_SECRET, grading_secret
-    from grader.submission import grade_submission
-
     secret = grading_secret(course.secret_env)
-    with Sandbox(course.limits, isolate=True) as sandbox:
+    with isolated_sandbox(course.limits) as sandbox:
         result = grade_submission(course, assignment_id, path, student, secret, sandbox)
     return result, secret == PUBLIC_SECRET
 
 
 def report(course, result, public_secret: bool = False) -> str:
     """The per-part table a student or instructor reads after `check`."""
-    from grader.autograde import format_table
-    from grader.feedback import redact
-    from grader.misconceptions import MISCONCEPTIONS
-
     assignment = course.assignment(result.assignment)
     tasks = {part.id: part.task for part in assignment.parts}
     rows = []

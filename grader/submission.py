@@ -12,147 +12,26 @@ verdict. Every part ends with a recorded score and reason, whatever the notebook
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.course import Assignment, Course, CourseError, Part
 from grader.grading import grade_part
-from grader.result import PartResult, Status
+from grader.notebook import (
+    ILLUSTRATION_TAG,
+    Cell,
+    NotebookError,
+    answer_cell_id,
+    part_id_of,
+    read_notebook,
+)
+from grader.result import PartResult, Status, SubmissionResult
 from grader.sandbox import RemoteFunction, Sandbox, SandboxError, hidden_paths
 from grader.student import MissingFunction, NotDefined, StudentError, StudentTimeout
 
 log = logging.getLogger(__name__)
-
-MAX_NOTEBOOK_BYTES = 32 * 2**20
-ILLUSTRATION_TAG = "illustration"
-
-
-@dataclass
-class SubmissionResult:
-    notebook: str
-    assignment: str
-    student: str
-    parts: list[PartResult]
-    error: str | None = None
-    warnings: list[str] = field(default_factory=list)
-    answers: dict[str, str] = field(default_factory=dict)
-    output: str = ""
-    retry: bool = False  # the grader, not the notebook, failed: the next autograde run grades it again
-
-    @property
-    def score(self) -> float:
-        return round(sum(part.score for part in self.parts), 6)
-
-    @property
-    def max_score(self) -> float:
-        return round(sum(part.max_score for part in self.parts), 6)
-
-    def to_dict(self) -> dict:
-        return {
-            "notebook": self.notebook,
-            "assignment": self.assignment,
-            "student": self.student,
-            "score": self.score,
-            "max_score": self.max_score,
-            "parts": [part.to_dict() for part in self.parts],
-            "error": self.error,
-            "warnings": list(self.warnings),
-        }
-
-
-class NotebookError(ValueError):
-    """The file is not a usable notebook; the message is written for the student."""
-
-
-@dataclass(frozen=True)
-class Cell:
-    index: int
-    cell_type: str
-    source: str
-    grade_id: str | None
-    solution: bool
-    grade: bool
-    tags: tuple[str, ...]
-
-
-def _text(source, where: str) -> str:
-    if type(source) is str:
-        return source
-    if type(source) is list and all(type(line) is str for line in source):
-        return "".join(source)
-    raise NotebookError(f"{where} has a source that is neither text nor a list of lines")
-
-
-def _cell(raw, index: int) -> Cell:
-    where = f"cell {index + 1}"
-    if type(raw) is not dict:
-        raise NotebookError(f"{where} is not a notebook cell (it is a {type(raw).__name__}, not an object)")
-    if type(raw.get("cell_type")) is not str:
-        raise NotebookError(f"{where} is not a notebook cell (its cell_type is {raw.get('cell_type')!r:.40})")
-    metadata = raw.get("metadata", {})
-    metadata = metadata if type(metadata) is dict else {}
-    nbgrader = metadata.get("nbgrader", {})
-    nbgrader = nbgrader if type(nbgrader) is dict else {}
-    grade_id = nbgrader.get("grade_id")
-    tags = metadata.get("tags", [])
-    tags = tuple(tag for tag in tags if type(tag) is str) if type(tags) is list else ()
-    return Cell(
-        index,
-        raw["cell_type"],
-        _text(raw.get("source", ""), where),
-        grade_id if type(grade_id) is str else None,
-        nbgrader.get("solution") is True,
-        nbgrader.get("grade") is True,
-        tags,
-    )
-
-
-def load_notebook(path: str | Path, what: str = "the notebook") -> dict:
-    """A notebook file's JSON object, which holds a list of cells; NotebookError says clearly what is wrong."""
-    path = Path(path)
-    try:
-        if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-            raise NotebookError(f"{what} {path.name} is larger than {MAX_NOTEBOOK_BYTES // 2**20} MB")
-        data = path.read_bytes()
-    except OSError as error:
-        raise NotebookError(f"{what} {path.name} cannot be read: {error.strerror or error}") from None
-    if not data.strip():
-        raise NotebookError(f"{what} {path.name} is empty")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise NotebookError(
-            f"{what} {path.name} is not a notebook: it is not UTF-8 text (a binary or corrupted file?)"
-        ) from None
-    try:
-        notebook = json.loads(text)
-    except (ValueError, RecursionError) as error:
-        raise NotebookError(f"{what} {path.name} is not a notebook: invalid JSON ({error})") from None
-    if type(notebook) is not dict or type(notebook.get("cells")) is not list:
-        raise NotebookError(f"{what} {path.name} is not a Jupyter notebook: it has no list of cells")
-    return notebook
-
-
-def read_notebook(path: str | Path, what: str = "the notebook") -> list[Cell]:
-    """The cells of an nbformat-4 notebook file; NotebookError says clearly what is wrong."""
-    path = Path(path)
-    notebook = load_notebook(path, what)
-    if notebook.get("nbformat") != 4:
-        raise NotebookError(
-            f"{what} {path.name} has nbformat {notebook.get('nbformat')!r}; expected a version 4 notebook"
-        )
-    try:
-        return [_cell(raw, index) for index, raw in enumerate(notebook["cells"])]
-    except NotebookError as error:
-        raise NotebookError(f"{what} {path.name}: {error}") from None
-
-
-def _answer_id(part: Part) -> str:
-    return part.id if part.kind == "manual" else f"answer_{part.id}"
 
 
 def _task(part: Part) -> str:
@@ -191,7 +70,7 @@ class _Grading:
                 continue
             counts[cell.grade_id] = counts.get(cell.grade_id, 0) + 1
             self.submitted.setdefault(cell.grade_id, cell)
-        by_id = {_answer_id(part): part for part in self.assignment.parts}
+        by_id = {answer_cell_id(part): part for part in self.assignment.parts}
         for grade_id, count in counts.items():
             if count > 1 and grade_id in by_id:
                 note = (
@@ -201,19 +80,19 @@ class _Grading:
                 self.part_notes[by_id[grade_id].id].append(note)
                 self.warnings.append(note)
         for part in self.assignment.parts:
-            cell = self.submitted.get(_answer_id(part))
+            cell = self.submitted.get(answer_cell_id(part))
             if cell is not None:
                 self.answers[part.id] = cell.source
 
     def missing_answer(self, part: Part) -> PartResult | None:
-        cell = self.submitted.get(_answer_id(part))
+        cell = self.submitted.get(answer_cell_id(part))
         task = _task(part)
         if cell is None:
             return _zero(
                 part,
                 Status.FAILED,
                 f"Your notebook has no answer cell for {task} "
-                f"(nbgrader grade_id {_answer_id(part)!r}); it may have been deleted.",
+                f"(nbgrader grade_id {answer_cell_id(part)!r}); it may have been deleted.",
             )
         wanted = "markdown" if part.kind == "manual" else "code"
         if cell.cell_type != wanted:
@@ -227,7 +106,7 @@ class _Grading:
     # ------------------------------------------------------------------ the program
     def plan(self, source_cells: list[Cell]) -> list[tuple[str, object]]:
         """Steps: ("cell", (label, source)) and ("grade", part), in source order."""
-        parts = {f"answer_{part.id}": part for part in self.assignment.parts if part.kind != "manual"}
+        parts = {answer_cell_id(part): part for part in self.assignment.parts if part.kind != "manual"}
         steps, placed = [], {part.id for part in self.assignment.parts if part.kind == "manual"}
         for cell in source_cells:
             if cell.cell_type != "code" or ILLUSTRATION_TAG in cell.tags:
@@ -235,7 +114,7 @@ class _Grading:
             if cell.solution:
                 submitted = self.submitted.get(cell.grade_id) if cell.grade_id else None
                 if submitted is not None and submitted.cell_type == "code":
-                    label = f"<answer {cell.grade_id.removeprefix('answer_')}>"
+                    label = f"<answer {part_id_of(cell.grade_id)}>"
                     steps.append(("cell", (label, submitted.source)))
                 part = parts.get(cell.grade_id)
                 if part is not None and part.id not in placed:
@@ -325,7 +204,7 @@ def grade_submission(
         return result
     source = course.root / "source" / assignment.id / assignment.notebook
     try:
-        source_cells = read_notebook(source, "the course's source notebook")
+        source_cells = read_notebook(source, "the course's source notebook", from_student=False)
     except NotebookError as error:
         result.error = f"The course is missing its source notebook for {assignment.id}: {error}"
         result.retry = True
@@ -335,11 +214,11 @@ def grade_submission(
         return result
     grading = _Grading(assignment, student, secret)
     grading.collect_answers(cells)
-    if not any(_answer_id(part) in grading.submitted for part in parts):
+    if not any(answer_cell_id(part) in grading.submitted for part in parts):
         result.error = (
             f"{Path(notebook_path).name} has none of the answer cells of assignment "
             f"{assignment.id} (no cell with an nbgrader grade_id like "
-            f"{_answer_id(parts[0])!r}); is it the notebook of another assignment?"
+            f"{answer_cell_id(parts[0])!r}); is it the notebook of another assignment?"
         )
         result.parts = _failed(parts, Status.ERROR, f"Not graded: {result.error}")
         return result

@@ -72,17 +72,30 @@ def test_export_without_gradebook_and_autograde_without_submissions(tmp_path, ca
     assert code == 2 and "has no course.yml" in err
 
 
-def test_commands_are_cheap_to_import():
-    script = (
-        "import sys, grader.cli\n"
-        "for name, (module, _) in grader.cli.COMMANDS.items(): __import__(module)\n"
-        "import grader.demo_class\n"
-        "heavy = [m for m in ('torch', 'nbgrader', 'nbconvert', 'sqlalchemy', 'sympy', 'numpy') if m in sys.modules]\n"
-        "print(heavy)"
-    )
+HEAVY = ("torch", "nbgrader", "nbconvert", "sqlalchemy", "sympy", "numpy", "distributed")
+
+
+def loaded_after(code: str) -> list[str]:
+    """The heavy packages a fresh interpreter has loaded after running `code`."""
+    script = f"import sys\n{code}\nprint([m for m in {HEAVY!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.replace("'", '"')) == []
+    return json.loads(out.stdout.replace("'", '"'))
+
+
+def test_help_imports_no_command():
+    code = (
+        "import contextlib, io, grader.cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    grader.cli.main(['--help'])\n"
+        "assert not [m for m in sys.modules if m in ('grader.autograde', 'grader.build', 'grader.demo')]"
+    )
+    assert loaded_after(code) == []
+
+
+@pytest.mark.parametrize("module", ["grader.autograde", "grader.export", "grader.selfcheck", "grader.demo"])
+def test_commands_load_no_database_notebook_or_cluster_library_at_import(module):
+    assert set(loaded_after(f"import {module}")) <= {"numpy"}  # numpy: the checks' arrays
 
 
 def test_module_entry_point_exit_code(tmp_path):

@@ -15,19 +15,18 @@ from pathlib import Path
 import pytest
 from conftest import gradebook_dump
 
-from grader.autograde import AutogradeError, autograde, secret_fingerprint
+from grader.autograde import AutogradeError, autograde
 from grader.course import load_course
-from grader.dask_executor import (
+from grader.pipeline.executors import RemoteGradingError
+from grader.pipeline.records import secret_fingerprint
+from grader.pipeline.remote import (
     PROTOCOL,
-    DaskGrading,
-    RemoteGradingError,
     environment_fingerprint,
     grade_on_worker,
     result_from_wire,
     result_to_wire,
 )
-from grader.result import PartResult, Status
-from grader.submission import SubmissionResult
+from grader.result import PartResult, Status, SubmissionResult
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "dask-test-secret"
@@ -163,9 +162,11 @@ class _Job:
     student, assignment, path = "ada", ASSIGNMENT, Path("/driver/nb.ipynb")
 
 
-def offline_grading() -> DaskGrading:
-    """A DaskGrading without a cluster, enough for `receive`."""
-    grading = object.__new__(DaskGrading)
+def offline_grading():
+    """A DaskExecutor without a cluster, enough for `receive`."""
+    from grader.pipeline.cluster import DaskExecutor
+
+    grading = object.__new__(DaskExecutor)
     grading.course, grading.fingerprint = load_course(), secret_fingerprint(SECRET)
     return grading
 
@@ -213,8 +214,10 @@ def test_worker_with_other_grader_code_refuses_before_grading():
 
 @needs_dask
 def test_unreachable_scheduler_is_a_clear_error():
+    from grader.pipeline.cluster import DaskExecutor
+
     with pytest.raises(RemoteGradingError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:1"):
-        DaskGrading("tcp://127.0.0.1:1", load_course(), SECRET, connect_timeout_s=1)
+        DaskExecutor("tcp://127.0.0.1:1", load_course(), SECRET, connect_timeout_s=1)
 
 
 # --- a real cluster on loopback ------------------------------------------------------------------
@@ -371,3 +374,31 @@ def test_worker_with_another_secret_stops_the_run_before_writing(cluster, class_
             progress_stream=open(os.devnull, "w"),
         )
     assert gradebook_dump(directory) == [] and not list(directory.glob("autograded/*/*/results.json"))
+
+
+SET_SECRET = "import os; os.environ['LAYERS_GRADER_SECRET'] = {!r}"  # run on one worker: plain text
+
+
+@on_cluster
+def test_a_worker_with_another_secret_is_excluded_and_the_rest_grade(
+    cluster, class_course, local_reference, tmp_path
+):
+    from distributed import Client
+
+    reference_dump = local_reference[0]
+    course, directory = fresh_copy(class_course, tmp_path / "class")
+    with Client(cluster.scheduler_address, set_as_default=False) as client:
+        bad = sorted(client.nthreads())[0]
+        client.run(exec, SET_SECRET.format("a misconfigured worker"), {}, workers=[bad])
+        try:
+            log = tmp_path / "progress.log"
+            with open(log, "w") as stream:
+                outcomes = autograde(
+                    course, directory, secret=SECRET, dask=cluster.scheduler_address, progress_stream=stream
+                )
+        finally:
+            client.run(exec, SET_SECRET.format(SECRET), {}, workers=[bad])
+    assert len(outcomes) == len(STUDENTS) + len(PARALLEL[1]) and all(o.graded for o in outcomes)
+    assert gradebook_dump(directory) == reference_dump
+    text = log.read_text()
+    assert f"excluded Dask worker {bad}" in text and "different course secret" in text

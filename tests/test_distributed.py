@@ -1,4 +1,4 @@
-"""Tensor parallelism on real gloo processes: layerlab.distributed and grader.distributed."""
+"""Tensor parallelism on real gloo processes: layerlab.distributed and grader.checks.distributed."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grader.codec import TensorData, Unsupported
-from grader.distributed import verify_split_on_processes
+from grader.checks.distributed import verify_split_on_processes
 from grader.misconceptions import MISCONCEPTIONS
 from grader.reference.tensor_parallel import split_input_columns, split_output_rows
 from layerlab import distributed as tp

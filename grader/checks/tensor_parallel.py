@@ -20,6 +20,7 @@ from grader.checks.common import (
     reject_known_mistakes,
     same,
 )
+from grader.checks.distributed import verify_split_on_processes
 from grader.checks.values import as_array, as_float, describe
 from grader.reference import tensor_parallel as ref
 
@@ -248,8 +249,6 @@ def confirm_on_processes(answer, ctx, kind: str) -> str:
     the real collective and compares forward and all three gradients with the unsplit layer.
     Returns a sentence for the feedback, or raises WrongAnswer with the code of the wrong model.
     """
-    from grader.distributed import verify_split_on_processes
-
     summaries = []
     for n in PROCESS_WORLD_SIZES:
         d_out, d_in = (uneven_size(ctx.rng, n), 5) if kind == "column" else (5, uneven_size(ctx.rng, n))
