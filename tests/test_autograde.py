@@ -30,10 +30,6 @@ GRADER_DIR = str(Path(grader.__file__).resolve().parent)
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.xdist_group("demo"),
-    pytest.mark.skipif(
-        not (REPO / "source" / "01_shapes" / "01_shapes.ipynb").is_file(),
-        reason="the course notebooks are not built yet",
-    ),
 ]
 
 

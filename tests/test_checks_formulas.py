@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 import sympy
@@ -230,9 +228,7 @@ def test_hostile_answers_score_zero_with_a_reason(key, label):
     answer = HOSTILE_ANSWERS[label]
     if label == "generator":
         answer = (i for i in range(3))
-    start = time.perf_counter()
-    result = grade(key, answer)
-    assert time.perf_counter() - start < 5.0  # milliseconds normally; room for a loaded machine
+    result = grade(key, answer)  # what refusing it costs: benchmarks/rejection_cost.py
     assert_zero(result)
     assert len(result.feedback) > 20
 

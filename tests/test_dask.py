@@ -44,15 +44,11 @@ needs_dask = pytest.mark.skipif(
     distributed is None,
     reason="dask and distributed are not installed (pip install 'layers-course-grader[dask]')",
 )
-needs_course = pytest.mark.skipif(
-    not (REPO / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").is_file(),
-    reason="the course notebooks are not built yet",
-)
 
 
 def on_cluster(test):
     """Marks for a test that grades on a LocalCluster."""
-    for mark in (needs_dask, needs_course, pytest.mark.slow):
+    for mark in (needs_dask, pytest.mark.slow):
         test = mark(test)
     return test
 

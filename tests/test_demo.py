@@ -6,10 +6,9 @@ from grader.demo_class import CLASS
 from test_autograde import demo_run, pytestmark  # noqa: F401  (the shared session fixture and marks)
 
 
-def test_demo_runs_end_to_end_quickly(demo_run):
+def test_demo_runs_end_to_end(demo_run):
     directory, done = demo_run
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert done.seconds < 120
     assert "Gradebook check: ok" in done.stdout
     assert (directory / "gradebook.db").is_file()
     assert "Warning" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]

@@ -208,10 +208,8 @@ def _all_reduce_rank(rank, world_size, value):
 
 @pytest.mark.slow
 def test_timeout_kills_every_rank():
-    start = time.monotonic()
     with pytest.raises(tp.DistributedTimeout):
         tp.run_on_processes(_sleep_forever, 2, timeout=3)
-    assert time.monotonic() - start < 15
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("rank-")]
 
 

@@ -24,10 +24,6 @@ pytestmark = [
         not HAVE_DASK,
         reason="dask and distributed are not installed (pip install 'layers-course-grader[dask]')",
     ),
-    pytest.mark.skipif(
-        not (REPO / "source" / "01_shapes" / "01_shapes.ipynb").is_file(),
-        reason="the course notebooks are not built yet",
-    ),
 ]
 
 

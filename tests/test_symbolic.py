@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import sympy
 from hypothesis import given, settings
@@ -24,7 +22,6 @@ MATRICES = {
     "G": sympy.MatrixSymbol("G", B_, OUT_),
     "ones": sympy.MatrixSymbol("ones", B_, 1),
 }
-TIME_BOUND_S = 5.0  # rejections take milliseconds; the bound leaves room for a loaded machine
 
 
 def scalar(text: str):
@@ -35,12 +32,10 @@ def matrix(text: str):
     return parse_matrix(text, MATRICES, SIZES)
 
 
-def rejected_quickly(text, parse=scalar) -> SymbolicError:
-    start = time.perf_counter()
+def rejected(text, parse=scalar) -> SymbolicError:
+    """The refusal of `text`, with its reason (what it costs: benchmarks/rejection_cost.py)."""
     with pytest.raises(SymbolicError) as error:
         parse(text)
-    elapsed = time.perf_counter() - start
-    assert elapsed < TIME_BOUND_S, f"{text!r:.60} took {elapsed:.2f} s to reject"
     assert error.value.message.strip()
     return error.value
 
@@ -131,13 +126,13 @@ HOSTILE_TEXTS = {
 
 
 @pytest.mark.parametrize("label", sorted(HOSTILE_TEXTS))
-def test_hostile_text_is_rejected_quickly(label):
-    rejected_quickly(HOSTILE_TEXTS[label])
+def test_hostile_text_is_rejected(label):
+    rejected(HOSTILE_TEXTS[label])
 
 
 @pytest.mark.parametrize("label", sorted(HOSTILE_TEXTS))
-def test_hostile_text_is_rejected_quickly_as_a_matrix(label):
-    rejected_quickly(HOSTILE_TEXTS[label], matrix)
+def test_hostile_text_is_rejected_as_a_matrix(label):
+    rejected(HOSTILE_TEXTS[label], matrix)
 
 
 def test_nothing_is_executed(tmp_path):
@@ -147,19 +142,19 @@ def test_nothing_is_executed(tmp_path):
         f"open('{marker}', 'w')",
         f"f'{{__import__(\"os\").system(\"touch {marker}\")}}'",
     ):
-        rejected_quickly(text)
+        rejected(text)
     assert not marker.exists()
 
 
 @pytest.mark.parametrize("value", [None, 3, 2.5, b"x", ["x"], ("x",), {"x": 1}, sympy.Symbol("x"), object()])
 def test_non_strings_are_rejected(value):
-    error = rejected_quickly(value)
+    error = rejected(value)
     assert "string" in error.message or "None" in error.message
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\t"])
 def test_empty_answers_are_rejected(text):
-    assert "empty" in rejected_quickly(text).message
+    assert "empty" in rejected(text).message
 
 
 @pytest.mark.parametrize(
@@ -172,18 +167,18 @@ def test_empty_answers_are_rejected(text):
     ],
 )
 def test_unicode_operators_get_a_hint(text, hint):
-    error = rejected_quickly(text)
+    error = rejected(text)
     assert hint in error.message
     assert error.column == next(i for i, c in enumerate(text) if ord(c) > 127) + 1
 
 
 def test_errors_name_the_column():
-    assert rejected_quickly("d_in + foo").column == 8
-    assert "foo" in rejected_quickly("d_in + foo").message
-    assert rejected_quickly("  d_in + foo").column == 10
-    assert rejected_quickly("d_in ^ 2").column == 6
-    assert "**" in rejected_quickly("d_in ^ 2").message
-    assert "d_in" in rejected_quickly("D_in + 1").message
+    assert rejected("d_in + foo").column == 8
+    assert "foo" in rejected("d_in + foo").message
+    assert rejected("  d_in + foo").column == 10
+    assert rejected("d_in ^ 2").column == 6
+    assert "**" in rejected("d_in ^ 2").message
+    assert "d_in" in rejected("D_in + 1").message
 
 
 @pytest.mark.parametrize(
@@ -201,24 +196,24 @@ def test_errors_name_the_column():
     ],
 )
 def test_messages_say_what_is_not_allowed(text, fragment):
-    assert fragment in rejected_quickly(text).message
+    assert fragment in rejected(text).message
 
 
 def test_bounds_are_inclusive_at_the_limit():
     assert scalar("x**16") == x**16
     assert scalar(str(symbolic.MAX_CONSTANT)) == symbolic.MAX_CONSTANT
-    rejected_quickly(str(symbolic.MAX_CONSTANT + 1))
-    rejected_quickly("x**17")
+    rejected(str(symbolic.MAX_CONSTANT + 1))
+    rejected("x**17")
     assert scalar("(x**8)**8") == x**64
-    rejected_quickly("(x**8)**8*x")
+    rejected("(x**8)**8*x")
     assert scalar("2**-1") == sympy.Rational(1, 2)
 
 
 def test_sizes_of_intermediate_numbers_are_bounded():
-    error = rejected_quickly("(10**12)**16*(10**12)**16")
+    error = rejected("(10**12)**16*(10**12)**16")
     assert "too large" in error.message
     for tiny in ("1e-320", "x*0.0000000001**16", "(10**12)**-16*(10**12)**-16"):
-        assert "too small" in rejected_quickly(tiny).message, tiny
+        assert "too small" in rejected(tiny).message, tiny
 
 
 # Matrices.
@@ -255,7 +250,7 @@ def test_example_sizes_are_distinct_primes():
     ],
 )
 def test_shape_mismatch_names_the_shapes(text, parts):
-    error = rejected_quickly(text, matrix)
+    error = rejected(text, matrix)
     assert isinstance(error, ShapeMismatch)
     for part in parts:
         assert part in error.message, error.message
@@ -277,10 +272,10 @@ def test_shape_mismatch_names_the_shapes(text, parts):
     ],
 )
 def test_matrix_misuse_is_explained(text, fragment):
-    assert fragment in rejected_quickly(text, matrix).message
+    assert fragment in rejected(text, matrix).message
 
 
 def test_scalar_parser_rejects_matrix_names_and_vice_versa():
-    rejected_quickly("G")
+    rejected("G")
     with pytest.raises(SymbolicError):
         parse_matrix("d_in", MATRICES, SIZES)
