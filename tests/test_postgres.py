@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from conftest import gradebook_dump
-from test_gradebook import make_course, run_fake
+from test_gradebook import FakeGrader, make_course, run_fake
 
 from grader import gradebook as gbm
 from grader.course import load_course
@@ -332,3 +332,39 @@ def test_the_gradebook_stores_surrogates_and_nul_from_student_text(database, tmp
         gradebook.close()
     assert "\x00" not in stored and "\ud800" not in stored
     assert stored.count("\ufffd and  NUL") >= len(assignment.parts)  # the rest of the text is kept
+
+
+class HostileText(FakeGrader):
+    """bob's feedback and answers quote a lone surrogate and NUL characters, as student code can."""
+
+    def __call__(self, course, assignment_id, path, student, secret, sandbox):
+        result = super().__call__(course, assignment_id, path, student, secret, sandbox)
+        if student == "bob":
+            nasty = "raised ValueError('\ud800 and \x00 NUL')"
+            result.parts = [
+                PartResult(p.id, p.score, p.max_score, p.status, f"{p.feedback} {nasty}")
+                for p in result.parts
+            ]
+            result.answers = {key: f"{value}\x00\ud800" for key, value in result.answers.items()}
+            result.error = f"the notebook {nasty}"
+        return result
+
+
+def test_surrogates_and_nul_in_student_text_cannot_stop_the_class(database, tmp_path):
+    course_dir = make_course(tmp_path / "course")
+    outcomes, grader = run_fake(course_dir, HostileText(), db_url=database, workers=1)
+    assert len(grader.calls) == 6 and all(o.graded for o in outcomes)
+    rows = {(row["student"], row["assignment"]): row for row in dump(database, course_dir)}
+    assert len(rows) == 6
+    bob = json.dumps(rows[("bob", "01_shapes")], ensure_ascii=False)
+    assert "\x00" not in bob and "\ud800" not in bob and "\ufffd and  NUL" in bob
+    sqlite_dir = make_course(tmp_path / "plain")
+    run_fake(sqlite_dir)
+    plain = {(row["student"], row["assignment"]): row for row in gradebook_dump(sqlite_dir)}
+    for key, row in rows.items():
+        if key[0] != "bob":
+            assert row == plain[key]  # every other student's grades intact
+    page = course_dir / "feedback" / "bob" / "01_shapes" / "01_shapes.html"
+    assert "\ufffd and  NUL" in page.read_text(encoding="utf-8")  # the feedback page is written too
+    _, again = run_fake(course_dir, HostileText(), db_url=database)
+    assert again.calls == []  # recorded once, not retried on every run
