@@ -262,7 +262,9 @@ def test_course_yml_change_invalidates_the_digest(scratch, capsys):
 def test_invalid_json_is_a_clear_error(scratch, capsys):
     (scratch / "source" / "01_shapes" / "01_shapes.ipynb").write_text('{"cells": [', encoding="utf-8")
     err = errors_of(capsys, scratch, check=False)
-    assert "source/01_shapes/01_shapes.ipynb: not valid JSON (line 1" in err
+    assert (
+        "source/01_shapes/01_shapes.ipynb: " in err and "invalid JSON (" in err and "line 1 column 12" in err
+    )
 
 
 def test_unterminated_solution_region_names_the_cell(scratch, capsys):

@@ -31,6 +31,11 @@ CLEAN = [
     "tests/test_lint.py",
     "tests/test_cli.py",
     "tests/test_dask.py",
+    "grader/build",
+    "tools/notebooks",
+    "nbgrader_config.py",
+    "tests/test_build.py",
+    "benchmarks/rejection_cost.py",
 ]
 
 

@@ -7,7 +7,9 @@ turns them into assignments/ and solutions/. This module is for edits that are e
     nb.set_source("answer_layer_parameters", '''def layer_parameters(d_in, d_out, bias=True): ...''')
     nb.insert_after("layer_parameters", nb.markdown("### Task 2.2 — the count as a formula"))
     nb.insert_after("layer_parameters", *nb.answer("params_formula", "...", public="assert ..."))
-    nb.insert_before("answer_width_vs_depth", *nb.manual("width_vs_depth", answer="...", scheme="..."))
+    nb.remove("width_vs_depth_mark_scheme")
+    nb.remove("width_vs_depth")
+    nb.insert_after("answer_count_parameters", *nb.manual("width_vs_depth", answer="...", scheme="..."))
     nb.save()
 
     .venv/bin/python tools/notebooks/authoring.py 02_parameters   # list cells, roles and grade_ids
@@ -32,6 +34,16 @@ if str(ROOT) not in sys.path:
 
 from grader.build.source import PARTS_TABLE_MARKERS  # noqa: E402
 from grader.course import load_course  # noqa: E402
+from grader.notebook import (  # noqa: E402
+    HIDDEN_MARKERS,
+    ILLUSTRATION_TAG,
+    MARK_SCHEME_TAG,
+    SOLUTION_MARKERS,
+    answer_cell_id,
+    cell_tags,
+    grade_id_of,
+    mark_scheme_cell_id,
+)
 
 NOTEBOOK_METADATA = {
     "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
@@ -96,17 +108,8 @@ class SourceNotebook:
 
     def index(self, grade_id: str) -> int:
         """Position of the cell with this nbgrader grade_id (or, failing that, this cell id)."""
-        for key in ("grade_id", "id"):
-            found = [
-                i
-                for i, cell in enumerate(self.cells)
-                if (
-                    cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-                    if key == "grade_id"
-                    else cell.get("id")
-                )
-                == grade_id
-            ]
+        for name in (grade_id_of, lambda cell: cell.get("id")):
+            found = [index for index, cell in enumerate(self.cells) if name(cell) == grade_id]
             if found:
                 return found[0]
         raise AuthoringError(f"{self.label}: no cell has grade_id or cell id {grade_id!r}")
@@ -133,9 +136,9 @@ class SourceNotebook:
 
     def _insert(self, position: int, cells) -> None:
         taken = {cell.get("id") for cell in self.cells}
-        grade_ids = {cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") for cell in self.cells}
+        grade_ids = {grade_id_of(cell) for cell in self.cells}
         for cell in cells:  # check them all before changing anything
-            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            grade_id = grade_id_of(cell)
             if grade_id and grade_id in grade_ids:
                 raise AuthoringError(f"{self.label}: a cell with grade_id {grade_id!r} already exists")
             grade_ids.add(grade_id)
@@ -146,7 +149,7 @@ class SourceNotebook:
 
     @staticmethod
     def _new_id(cell, taken: set) -> str:
-        seed = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or cell.source
+        seed = grade_id_of(cell) or cell.source
         for attempt in range(1000):
             candidate = hashlib.sha256(f"{attempt}:{seed}".encode()).hexdigest()[:8]
             if candidate not in taken:
@@ -162,9 +165,9 @@ class SourceNotebook:
         """A code cell; a locked one (setup, helpers) gets grade_id `setup_<n>`: students cannot edit it."""
         cell = new_code_cell(_clean(text))
         if illustration:
-            cell.metadata["tags"] = ["illustration"]
+            cell.metadata["tags"] = [ILLUSTRATION_TAG]
         if locked:
-            used = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in self.cells}
+            used = {grade_id_of(c) for c in self.cells}
             number = next(n for n in range(1, 10_000) if f"setup_{n:02d}" not in used)
             cell.metadata["nbgrader"] = _nbgrader(f"setup_{number:02d}", False, False, True)
         return cell
@@ -173,17 +176,17 @@ class SourceNotebook:
         """The answer cell `answer_<part>` and its test cell `<part>` (public tests, then the hidden test)."""
         part = self._part(part_id, manual=False)
         answer = new_code_cell(_clean(text))
-        answer.metadata["nbgrader"] = _nbgrader(f"answer_{part.id}", False, True, False)
+        answer.metadata["nbgrader"] = _nbgrader(answer_cell_id(part), False, True, False)
         body = "\n".join(
             filter(
                 None,
                 [
                     _clean(public),
                     PUBLIC_DONE,
-                    "### BEGIN HIDDEN TESTS",
+                    f"### {HIDDEN_MARKERS[0]}",
                     "from grader.inline import assert_part",
                     f'assert_part("{self.assignment.key(part)}", {part.name})',
-                    "### END HIDDEN TESTS",
+                    f"### {HIDDEN_MARKERS[1]}",
                 ],
             )
         )
@@ -194,11 +197,12 @@ class SourceNotebook:
     def manual(self, part_id: str, answer: str, scheme: str) -> list:
         """The free-text answer cell `<part>` (model answer between solution markers), its mark scheme."""
         part = self._part(part_id, manual=True)
-        cell = new_markdown_cell("### BEGIN SOLUTION\n" + _clean(answer) + "\n### END SOLUTION")
-        cell.metadata["nbgrader"] = _nbgrader(part.id, True, True, False)
+        begin, end = SOLUTION_MARKERS
+        cell = new_markdown_cell(f"### {begin}\n{_clean(answer)}\n### {end}")
+        cell.metadata["nbgrader"] = _nbgrader(answer_cell_id(part), True, True, False)
         scheme_cell = new_markdown_cell(_clean(scheme))
-        scheme_cell.metadata["tags"] = ["mark-scheme"]
-        scheme_cell.metadata["nbgrader"] = _nbgrader(f"{part.id}_mark_scheme", False, False, True)
+        scheme_cell.metadata["tags"] = [MARK_SCHEME_TAG]
+        scheme_cell.metadata["nbgrader"] = _nbgrader(mark_scheme_cell_id(part), False, False, True)
         return [cell, scheme_cell]
 
     def _part(self, part_id: str, manual: bool):
@@ -225,8 +229,7 @@ class SourceNotebook:
         """One line per cell: position, cell id, type, grade_id or tags, and its first line."""
         lines = []
         for number, cell in enumerate(self.cells, start=1):
-            meta = cell.get("metadata", {})
-            role = meta.get("nbgrader", {}).get("grade_id") or ",".join(meta.get("tags", [])) or "-"
+            role = grade_id_of(cell) or ",".join(cell_tags(cell)) or "-"
             first = next((line for line in cell.source.splitlines() if line.strip()), "")
             lines.append(f"{number:3d} {cell.get('id', '?'):>16} {cell.cell_type:8} {role:28} {first[:60]}")
         return "\n".join(lines)
