@@ -4,6 +4,13 @@ honest parts of the same notebook still score and nothing outlives the student's
 from __future__ import annotations
 
 import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +23,12 @@ from grader.submission import grade_submission
 pytestmark = [pytest.mark.xdist_group("sandbox"), pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
+TEST_USER = "layerstest"  # created by .ci/run
+AS_USER_SUITES = ("tests/test_sandbox.py", "tests/test_attacks.py")
+LOOPING = (
+    "import subprocess, time\ntry:\n    subprocess.Popen(['sleep', '300.8812'])\nexcept OSError:\n"
+    "    pass\nwhile True:\n    time.sleep(0.05)\n"
+)
 GRADEBOOK_TEXT = "the real gradebook"
 
 
@@ -126,3 +139,90 @@ def test_a_submission_renaming_cells_cannot_borrow_the_source_solution(course, s
     result = grade(course, sandbox, kit.write_submission(tmp_path / "nb.ipynb", cells=cells))
     assert kit.scores(result)["double"] == 0 and "no answer cell" in kit.part(result, "double").feedback
     assert kit.SOLUTION_MARKER not in result.output
+
+
+def test_kill_9_of_autograde_leaves_no_student_process(tmp_path):
+    course = kit.make_course(tmp_path / "course")
+    for student in ("ann", "bob", "cat"):
+        notebook = course.root / "submitted" / student / kit.ASSIGNMENT / f"{kit.ASSIGNMENT}.ipynb"
+        kit.write_submission(notebook, {"answer_double": LOOPING})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "grader", "autograde", "--course", str(course.root), "--workers", "2"],
+        cwd=REPO,
+        env=dict(os.environ, SANDBOX_TEST_SECRET="kill-test"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        tree = []
+        while len(tree) < 5 and time.monotonic() < deadline:  # zygote, two keepers, two students
+            assert process.poll() is None, "autograde ended before its students ran"
+            time.sleep(0.05)
+            tree = kit.descendants(process.pid)
+        assert len(tree) >= 5, f"autograde started too few processes: {tree}"
+        tree = kit.descendants(process.pid)
+        process.kill()
+        process.wait(timeout=30)
+        assert kit.wait_for_none(tree) == []
+        assert kit.processes_with("300.8812") == []
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _as_user(checkout: Path, args: list[str]) -> list[str]:
+    """A command running this venv's Python with `args` as the test user, on a view of this checkout
+    at `checkout`: a bind mount in a private mount namespace, so that a checkout under a folder the
+    user cannot enter (such as /root) is reachable without changing its permissions."""
+    python = Path(sys.executable)
+    if python.is_relative_to(REPO):
+        python = checkout / python.relative_to(REPO)
+    environment = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": str(checkout),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "MPLCONFIGDIR": str(checkout.parent / "mpl"),
+    }
+    user = ["runuser", "-u", TEST_USER, "--", "env", "-i", *(f"{k}={v}" for k, v in environment.items())]
+    script = 'mount --bind "$1" "$0" && shift && cd "$0" && exec "$@"'
+    view = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script]
+    return [*view, str(checkout), str(REPO), *user, str(python), *args]
+
+
+def test_sandbox_and_attack_suites_pass_as_an_ordinary_user(tmp_path):
+    if os.geteuid() != 0:  # this run is the ordinary user's: the walls must be the namespace ones
+        with Sandbox() as box:
+            assert box.namespaces and any("an unprivileged user" in line for line in box.describe())
+        return
+    try:
+        pwd.getpwnam(TEST_USER)
+    except KeyError:
+        pytest.fail(f"no user {TEST_USER!r} to run the suites as (.ci/run creates it: useradd {TEST_USER})")
+    if Path(sys.executable).resolve().is_relative_to("/root"):
+        pytest.fail(
+            f"the venv's Python {Path(sys.executable).resolve()} is private to root: rebuild the venv"
+        )
+    home = Path(tempfile.mkdtemp(prefix="layers-as-user-"))
+    try:
+        checkout = home / "checkout"
+        checkout.mkdir()
+        home.chmod(0o755)
+        shutil.chown(home, TEST_USER)
+        suites = [*AS_USER_SUITES, "-q", "-x", "-p", "no:xdist", "-p", "no:cacheprovider"]
+        options = ["-k", "not ordinary_user", "--basetemp", str(home / "pytest")]
+        done = subprocess.run(
+            _as_user(checkout, ["-m", "pytest", *suites, *options]),
+            capture_output=True,
+            text=True,
+            timeout=1500,
+        )
+    finally:
+        if not os.path.ismount(checkout):  # the view lives only in the command's own namespace
+            shutil.rmtree(home, ignore_errors=True)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    summary = done.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "failed" not in summary and "skipped" not in summary, summary

@@ -322,6 +322,15 @@ def _cover(target: str) -> None:
         mount(SKELETON + "/dev/null", target, None, MS_BIND)
 
 
+def _scratch_anchor(tree: str) -> str | None:
+    """For a tree under /tmp or /var/tmp (both the student's scratch space): the folder under
+    /tmp that will hold it, so that its parents are not the student's to write in."""
+    for scratch in ("/tmp", "/var/tmp"):
+        if _under(tree, scratch) and tree != scratch:
+            return "/tmp/" + tree[len(scratch) + 1 :].split("/")[0]
+    return None
+
+
 def build_private_root(expose, hide, scratch_mb: int) -> bool:
     """Pivot into a fresh root holding only the system trees and `expose` (read-only), with every
     path of `hide` that lies inside them covered, a /tmp of `scratch_mb` MiB (also /var/tmp and
@@ -346,12 +355,17 @@ def build_private_root(expose, hide, scratch_mb: int) -> bool:
             os.mkdir(os.path.join(SKELETON, folder), 0o755)
         os.symlink("../tmp", SKELETON + "/var/tmp")
         os.symlink("../tmp", SKELETON + "/dev/shm")
+        # before the trees: one that lives under /tmp is then bound inside it, not covered by it
+        mount("tmpfs", SKELETON + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=1777")
         for tree, target in links.items():
             os.symlink(target, SKELETON + tree)
         for device in DEVICES:
             node = os.path.join(SKELETON, "dev", device)
             os.close(os.open(node, os.O_CREAT | os.O_WRONLY, 0o666))
             mount(f"/dev/{device}", node, None, MS_BIND)
+        for anchor in sorted({_scratch_anchor(tree) for tree in trees} - {None}):
+            os.makedirs(SKELETON + anchor, mode=0o755, exist_ok=True)  # read-only below, like the trees
+            mount("tmpfs", SKELETON + anchor, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
         for tree in trees:
             destination = SKELETON + tree
             os.makedirs(destination, mode=0o755, exist_ok=True)
@@ -363,7 +377,6 @@ def build_private_root(expose, hide, scratch_mb: int) -> bool:
             real = os.path.realpath(path)
             if any(_under(real, tree) and real != tree for tree in trees):
                 _cover(SKELETON + real)
-        mount("tmpfs", SKELETON + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=1777")
         try:
             mount("proc", SKELETON + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
             proc = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -254,3 +255,24 @@ def descendants(pid: int) -> list[int]:
         found.append(current)
         todo.extend(children.get(current, []))
     return sorted(found)
+
+
+def alive(pids) -> list[int]:
+    """Those of `pids` still running (not zombies)."""
+    running = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                if handle.read().rsplit(")", 1)[1].split()[0] not in "ZX":
+                    running.append(pid)
+        except OSError:
+            continue
+    return running
+
+
+def wait_for_none(pids, timeout: float = 20.0) -> list[int]:
+    """Wait until none of `pids` runs (processes of a killed tree take a moment to exit)."""
+    end = time.monotonic() + timeout
+    while alive(pids) and time.monotonic() < end:
+        time.sleep(0.05)
+    return alive(pids)

@@ -363,4 +363,191 @@ def square(x):
         zero=("double",),
         reason="changed its input",
     ),
+    Attack(
+        "read the grader's secret and course through /proc",
+        {
+            "answer_magic": """
+import os
+leaks = []
+pids = ["$grader_pid"] + [name for name in os.listdir("/proc") if name.isdigit()]
+for pid in pids:
+    for what in ("environ", "cmdline", "cwd/course.yml", "cwd/source", "root$course/course.yml"):
+        path = f"/proc/{pid}/{what}"
+        try:
+            text = str(os.listdir(path)) if what.endswith("source") else open(path, "rb").read().decode()
+        except OSError:
+            continue
+        if "attack-secret" in text or "course_id" in text or what == "cwd/source":
+            leaks.append(path)
+print("LEAKS", leaks)
+magic = 42 if leaks else 0
+"""
+        },
+        zero=("magic",),
+        seen=("LEAKS []",),
+    ),
+    Attack(
+        "leave a detached process that rewrites the gradebook later",
+        {
+            "answer_magic": """
+import os, time
+try:
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            for _ in range(100):
+                time.sleep(0.1)
+                for path in ["$course/gradebook.db", "/proc/$grader_pid/cwd/gradebook.db"]:
+                    try:
+                        open(path, "w").write("every grade is 100")
+                    except OSError:
+                        pass
+        os._exit(0)
+    print("FORKED")
+except OSError as error:
+    print("BLOCKED fork", type(error).__name__)
+magic = 42
+"""
+        },
+        zero=(),
+    ),
+    Attack(
+        "hold memory outside the address-space limit",
+        {
+            "answer_magic": """
+import ctypes, os, time
+held, keep, chunk = 0, [], b"x" * (64 * 2**20)
+def hold(make, times=24):
+    global held
+    try:
+        for _ in range(times):
+            make()
+            held += 64
+    except (OSError, MemoryError) as error:
+        print("STOPPED", type(error).__name__)
+def memfd():
+    fd = os.memfd_create("hoard")
+    os.write(fd, chunk)
+    keep.append(fd)
+def scratch(folder):
+    def make():
+        with open(f"{folder}/hoard{len(keep)}", "wb") as handle:
+            handle.write(chunk)
+        keep.append(folder)
+    return make
+def shared():
+    if ctypes.CDLL(None, use_errno=True).shmget(0, 64 * 2**20, 0o1600) < 0:
+        raise OSError(ctypes.get_errno(), "shmget")
+def child():
+    if os.fork() == 0:
+        block = b"y" * (6 * 64 * 2**20)
+        time.sleep(30)
+        os._exit(0)
+for route in (memfd, scratch("/tmp"), scratch("/dev/shm"), scratch("/var/tmp"), shared):
+    hold(route)
+hold(child, 4)
+print("HOARDED", held)
+if held > 1024:
+    print("HOARDED-TOO-MUCH")
+magic = 42 if held > 1024 else 0
+"""
+        },
+        zero=("magic",),
+        hidden=("HOARDED-TOO-MUCH",),
+    ),
+    Attack(
+        "leave a key in the kernel keyring for the next student",
+        {
+            "answer_magic": """
+import ctypes, platform
+libc = ctypes.CDLL(None, use_errno=True)
+number = {"x86_64": 248, "aarch64": 217}.get(platform.machine(), 248)
+key = libc.syscall(number, b"user", b"answer", b"42", 2, -4)
+if key < 0:
+    print("BLOCKED keyring", ctypes.get_errno())
+magic = 42 if key >= 0 else 0
+"""
+        },
+        zero=("magic",),
+        seen=("BLOCKED keyring",),
+    ),
+    Attack(
+        "undo the walls through the kernel",
+        {
+            "answer_magic": """
+import ctypes, platform
+libc = ctypes.CDLL(None, use_errno=True)
+numbers = {"x86_64": {"bpf": 321, "userfaultfd": 323, "perf_event_open": 298, "setns": 308},
+           "aarch64": {"bpf": 280, "userfaultfd": 282, "perf_event_open": 241, "setns": 268}}
+calls = numbers.get(platform.machine(), numbers["x86_64"])
+worked = []
+if libc.unshare(0x10000000 | 0x00020000) == 0:
+    worked.append("unshare")
+if libc.mount(b"none", b"/tmp", b"tmpfs", 0, None) == 0:
+    worked.append("mount")
+if libc.umount2(b"/usr", 2) == 0:
+    worked.append("umount")
+if libc.chroot(b"/tmp") == 0:
+    worked.append("chroot")
+if libc.ptrace(16, 1, None, None) == 0:
+    worked.append("ptrace")
+if libc.prctl(1, 0, 0, 0, 0) == 0:
+    worked.append("clear the death signal")
+if libc.syscall(calls["bpf"], 0, None, 0) >= 0:
+    worked.append("bpf")
+if libc.syscall(calls["userfaultfd"], 0) >= 0:
+    worked.append("userfaultfd")
+if libc.syscall(calls["setns"], 0, 0) >= 0:
+    worked.append("setns")
+print("ESCAPES", worked)
+magic = 42 if worked else 0
+"""
+        },
+        zero=("magic",),
+        seen=("ESCAPES []",),
+    ),
+    Attack(
+        "answer with a forged reply of an enormous JSON header",
+        {
+            "answer_double": """
+import os, socket, struct, sys
+def double(x):
+    frames = (sys._getframe(i) for i in range(1, 8))
+    current = next(f.f_locals["header"]["id"] for f in frames if "header" in f.f_locals)
+    header = b'{"tree": [' + b"{}," * (21 * 2**20) + b'{}], "arrays": 0}'
+    body = struct.pack("<Q", current) + struct.pack("<Q", len(header)) + header
+    channel = socket.socket(fileno=os.dup(3))
+    channel.sendall(struct.pack("<Q", len(body)) + body)
+    channel.detach()
+    return 2 * x
+"""
+        },
+        zero=("double",),
+        reason="could not be read",
+    ),
+    Attack(
+        "find the grader package through its own modules",
+        {
+            "answer_double": """
+import os, grader, grader.codec
+found = []
+for folder in {os.path.dirname(grader.__file__), os.path.dirname(grader.codec.__file__)}:
+    for relative in ("reference/shapes.py", "checks/shapes.py", "checks/base.py", "codec.py"):
+        try:
+            found.append(open(os.path.join(folder, relative)).read())
+            print("READ", relative)
+        except OSError as error:
+            print("BLOCKED", relative, type(error).__name__)
+for text in found:
+    try:
+        exec(text)
+    except Exception:
+        pass
+"""
+        },
+        zero=("double",),
+        reason="does not define",
+        hidden=("READ ",),
+        seen=("BLOCKED",),
+    ),
 ]
