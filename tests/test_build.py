@@ -16,7 +16,8 @@ from nbgrader.utils import compute_checksum, is_grade, is_locked, is_solution
 
 from grader import build
 from grader.build.builder import Builder
-from grader.build.pipelines import assignment_steps
+from grader.build.pipelines import assignment_steps, solution_steps
+from grader.build.steps import execute_notebook
 from grader.build.digest import BUILD_KEY
 from grader.build.source import GRADER_IMPORT
 from grader.build.stubs import task_stub
@@ -352,10 +353,11 @@ def test_unknown_assignment_is_a_clear_error(capsys):
     assert "unknown assignment '99_nothing'" in capsys.readouterr().err
 
 
-def test_missing_source_is_skipped_only_when_nothing_was_generated(scratch, capsys):
+@pytest.mark.parametrize("check", [True, False])
+def test_a_missing_source_notebook_is_an_error(scratch, capsys, check):
     shutil.rmtree(scratch / "source" / "01_shapes")
-    err = errors_of(capsys, scratch)
-    assert re.search(r"assignments/01_shapes/01_shapes.ipynb: has no source", err)
+    err = errors_of(capsys, scratch, check=check)
+    assert "source/01_shapes/01_shapes.ipynb: missing, but course.yml lists it" in err
 
 
 def test_rebuilding_an_unchanged_source_changes_nothing_and_runs_nothing(scratch, capsys):
@@ -438,3 +440,22 @@ def test_authoring_helper_writes_cells_the_build_accepts(scratch):
     assert "points" not in test_cell.metadata.nbgrader
     assert 'assert_part("01_shapes.relu", relu)' in test_cell.source
     assert len({cell.id for cell in notebook.cells}) == len(notebook.cells)
+
+
+def test_solutions_run_with_the_cell_timeout_of_course_yml(scratch, monkeypatch):
+    seen = []
+
+    class Client:
+        def __init__(self, nb, timeout, **options):
+            seen.append(timeout)
+
+        def execute(self, **options):
+            pass
+
+    monkeypatch.setattr(execute_notebook, "NotebookClient", Client)
+    course = load_course(scratch / "course.yml")
+    builder = Builder(scratch, course)
+    assignment = course.assignment("01_shapes")
+    builder.convert(builder.load(assignment), assignment, solution_steps())
+    assert seen == [int(course.limits.notebook_timeout_s)]
+    assert "c.ExecuteNotebook" not in (ROOT / "nbgrader_config.py").read_text(encoding="utf-8")

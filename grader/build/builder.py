@@ -110,6 +110,16 @@ class Builder:
             return "it contains error output"
         return None
 
+    def require_sources(self, assignments) -> None:
+        """BuildError naming every assignment of course.yml whose source notebook is missing."""
+        missing = [self.paths(a)["source"] for a in assignments if not self.paths(a)["source"].is_file()]
+        if missing:
+            raise BuildError(
+                f"{', '.join(map(self.rel, missing))}: missing, but course.yml lists "
+                f"{'it' if len(missing) == 1 else 'them'} (write the notebook as docs/notebooks.md "
+                "describes, or remove the assignment from course.yml)"
+            )
+
     def readme(self) -> str | None:
         """README.md with its course table written from course.yml; None without README or its markers."""
         path = self.root / README
@@ -122,19 +132,13 @@ class Builder:
 
     def check(self, assignments) -> list[str]:
         """What is out of date, one line per generated file; empty when everything is."""
+        self.require_sources(assignments)
         problems = []
         readme = self.readme()
         if readme is not None and readme != (self.root / README).read_text(encoding="utf-8"):
             problems.append(f"{README}: its course table differs from course.yml")
         for assignment in assignments:
             paths = self.paths(assignment)
-            if not paths["source"].exists():
-                for kind in ("assignment", "solution"):
-                    if paths[kind].exists():
-                        problems.append(
-                            f"{self.rel(paths[kind])}: has no source ({self.rel(paths['source'])} is missing)"
-                        )
-                continue
             notebook = self.load(assignment)
             expected = self.convert(notebook, assignment, assignment_steps())
             if not paths["assignment"].exists():
@@ -154,14 +158,12 @@ class Builder:
 
     def build(self, assignments, force: bool = False, log=print) -> None:
         """Write what is out of date; execute a solution only when its source changed (or `force`)."""
+        self.require_sources(assignments)
         readme = self.readme()
         if readme is not None:
             self._write(self.root / README, readme, log)
         for assignment in assignments:
             paths = self.paths(assignment)
-            if not paths["source"].exists():
-                log(f"{assignment.id}: skipped, {self.rel(paths['source'])} does not exist yet")
-                continue
             notebook = self.load(assignment)
             release = self.convert(notebook, assignment, assignment_steps())
             self._write(paths["assignment"], release, log)
