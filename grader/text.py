@@ -11,6 +11,7 @@ import re
 
 MAX_TEXT_CHARS = 200_000
 CUT_NOTE = " […cut]"
+MARKUP = re.compile(r"[<>&\"'`]")
 SURROGATE = re.compile("[\ud800-\udfff]")
 CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")  # all but tab, newline and carriage return
 
@@ -32,5 +33,6 @@ def safe_text(value, limit: int = MAX_TEXT_CHARS) -> str:
 
 
 def is_safe_name(name: str) -> bool:
-    """Whether a file name can be stored as an id: safe_text leaves it unchanged and it is printable."""
-    return bool(name) and safe_text(name, 200) == name and name.isprintable()
+    """Whether a file name can be stored as an id: safe_text leaves it unchanged, it is printable and
+    holds no markup character (formgrader writes student ids into its pages unescaped)."""
+    return bool(name) and safe_text(name, 200) == name and name.isprintable() and not MARKUP.search(name)

@@ -278,3 +278,17 @@ def test_cleaned_markdown_has_no_active_element_and_renders_unchanged(markdown):
     parser.feed(cleaned.replace("fetch(1)", "fetch('/pwned')"))
     assert parser.found == [] and parser.tags <= formgrader.ALLOWED_TAGS
     assert markdown2html(cleaned).strip() == cleaned  # what formgrader renders is what was cleaned
+
+
+def test_a_student_folder_named_with_markup_never_reaches_formgrader(tmp_path):
+    """formgrader writes student ids into its page unescaped, so intake refuses markup in them."""
+    course_dir = copy_course(tmp_path / "course")
+    hostile_id = "<img src=x onerror=fetch('/pwned')>"
+    for student in (hostile_id, "ada"):
+        folder = course_dir / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        (folder / f"{ASSIGNMENT}.ipynb").write_text(json.dumps(released(course_dir)), encoding="utf-8")
+    outcomes, _ = run_fake(course_dir)
+    assert [outcome.job.student for outcome in outcomes] == ["ada"]
+    assert "not a usable student id" in (course_dir / "progress.log").read_text()
+    assert not (course_dir / "autograded" / hostile_id).exists()
