@@ -459,3 +459,17 @@ def test_solutions_run_with_the_cell_timeout_of_course_yml(scratch, monkeypatch)
     builder.convert(builder.load(assignment), assignment, solution_steps())
     assert seen == [int(course.limits.notebook_timeout_s)]
     assert "c.ExecuteNotebook" not in (ROOT / "nbgrader_config.py").read_text(encoding="utf-8")
+
+
+def test_the_parts_table_lives_in_a_plain_markdown_cell(scratch, capsys):
+    def lock(notebook):
+        notebook["cells"][0]["metadata"]["nbgrader"] = {
+            "grade": False,
+            "solution": False,
+            "locked": True,
+            "grade_id": "intro",
+            "schema_version": 3,
+        }
+
+    edit_source(scratch, lock)
+    assert "should be a plain markdown cell, not an nbgrader cell" in errors_of(capsys, scratch)

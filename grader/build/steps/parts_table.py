@@ -8,6 +8,7 @@ from traitlets import Bool
 from grader.build.context import context, source_label
 from grader.build.source import PARTS_TABLE_MARKERS, BuildError
 from grader.build.tables import parts_table, replace_region
+from grader.notebook import nbgrader_metadata
 
 
 class PartsTable(NbGraderPreprocessor):
@@ -30,6 +31,11 @@ class PartsTable(NbGraderPreprocessor):
             raise BuildError(
                 f"{label}: needs one markdown cell with a '{begin}' ... '{end}' region, where the build "
                 f"writes the table of tasks and points from course.yml (found {len(holders)})"
+            )
+        if nbgrader_metadata(holders[0]):  # the gradebook keeps nbgrader cells as the source writes them
+            raise BuildError(
+                f"{label}: the cell with the '{begin}' region should be a plain markdown cell, "
+                "not an nbgrader cell"
             )
         table = parts_table(nb, assignment, label)
         holders[0].source = replace_region(
