@@ -44,10 +44,13 @@ class Part:
 
 @dataclass(frozen=True)
 class Assignment:
+    """One assignment; `module` names its grader/reference/<module>.py and grader/checks/<module>.py."""
+
     id: str
     title: str
     notebook: str
     parts: tuple[Part, ...]
+    module: str = ""
 
     @property
     def number(self) -> int:
@@ -78,6 +81,7 @@ class Course:
     limits: Limits
     assignments: tuple[Assignment, ...]
     path: Path
+    exercises: int | None = None  # the chapter's exercise count: parts may cite 1..exercises
 
     def assignment(self, assignment_id: str) -> Assignment:
         for assignment in self.assignments:
@@ -171,7 +175,9 @@ def load_course(path: str | Path = DEFAULT_COURSE_FILE) -> Course:
         raise CourseError(f"{path.name}: not valid YAML: nested too deeply") from None
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise CourseError(f"{path.name}: not valid YAML: {_yaml_problem(error)}") from None
-    top = reader.mapping(raw, "top level", {"course_id", "title", "secret_env", "limits", "assignments"})
+    top = reader.mapping(
+        raw, "top level", {"course_id", "title", "secret_env", "exercises", "limits", "assignments"}
+    )
     course_id = reader.field(top, "course_id", "", str)
     if not course_id.strip():
         reader.fail("course_id", "expected a non-empty course id")
@@ -180,12 +186,15 @@ def load_course(path: str | Path = DEFAULT_COURSE_FILE) -> Course:
     if not IDENTIFIER.fullmatch(secret_env):
         reader.fail("secret_env", f"expected an environment variable name, got {secret_env!r}")
     limits = _limits(reader, top.get("limits", {}))
+    exercises = reader.field(top, "exercises", "", int, required=False)
+    if exercises is not None and exercises < 1:
+        reader.fail("exercises", f"expected the number of the chapter's exercises, got {exercises!r}")
     entries = reader.field(top, "assignments", "", list)
     if not entries:
         reader.fail("assignments", "expected at least one assignment")
     assignments = []
     for index, entry in enumerate(entries):
-        assignment = _assignment(reader, entry, f"assignments[{index}]")
+        assignment = _assignment(reader, entry, f"assignments[{index}]", exercises)
         for earlier in assignments:
             if earlier.id == assignment.id:
                 reader.fail(f"assignments[{index}].id", f"duplicate assignment id {assignment.id!r}")
@@ -201,7 +210,7 @@ def load_course(path: str | Path = DEFAULT_COURSE_FILE) -> Course:
                     f"notebook {assignment.notebook!r} is already used by {earlier.id!r}",
                 )
         assignments.append(assignment)
-    return Course(course_id, title, secret_env, limits, tuple(assignments), path.resolve())
+    return Course(course_id, title, secret_env, limits, tuple(assignments), path.resolve(), exercises)
 
 
 def _limits(reader: _Reader, raw) -> Limits:
@@ -213,8 +222,8 @@ def _limits(reader: _Reader, raw) -> Limits:
     return Limits(**values)
 
 
-def _assignment(reader: _Reader, raw, where: str) -> Assignment:
-    raw = reader.mapping(raw, where, {"id", "title", "notebook", "parts"})
+def _assignment(reader: _Reader, raw, where: str, exercises: int | None) -> Assignment:
+    raw = reader.mapping(raw, where, {"id", "title", "notebook", "module", "parts"})
     assignment_id = reader.field(raw, "id", where, str)
     if not ASSIGNMENT_ID_PATTERN.fullmatch(assignment_id):
         reader.fail(f"{where}.id", f"expected an id like '01_shapes', got {assignment_id!r}")
@@ -222,21 +231,24 @@ def _assignment(reader: _Reader, raw, where: str) -> Assignment:
     notebook = reader.field(raw, "notebook", where, str)
     if not notebook.endswith(".ipynb") or notebook == ".ipynb" or "/" in notebook or "\\" in notebook:
         reader.fail(f"{where}.notebook", f"expected a notebook file name ending in .ipynb, got {notebook!r}")
+    module = reader.field(raw, "module", where, str, required=False, default=assignment_id.split("_", 1)[1])
+    if not IDENTIFIER.fullmatch(module) or keyword.iskeyword(module):
+        reader.fail(f"{where}.module", f"expected a Python module name, got {module!r}")
     entries = reader.field(raw, "parts", where, list)
     if not entries:
         reader.fail(f"{where}.parts", "expected at least one part")
     number = int(assignment_id.split("_")[0])
     parts, seen = [], set()
     for index, entry in enumerate(entries):
-        part = _part(reader, entry, f"{where}.parts[{index}]", f"{number}.{index + 1}")
+        part = _part(reader, entry, f"{where}.parts[{index}]", f"{number}.{index + 1}", exercises)
         if part.id in seen:
             reader.fail(f"{where}.parts[{index}].id", f"duplicate part id {part.id!r} in {assignment_id}")
         seen.add(part.id)
         parts.append(part)
-    return Assignment(assignment_id, title, notebook, tuple(parts))
+    return Assignment(assignment_id, title, notebook, tuple(parts), module)
 
 
-def _part(reader: _Reader, raw, where: str, task: str) -> Part:
+def _part(reader: _Reader, raw, where: str, task: str, count: int | None) -> Part:
     raw = reader.mapping(raw, where, {"id", "kind", "points", "name", "exercises", "seeds"})
     part_id = reader.field(raw, "id", where, str)
     if not ID_PATTERN.fullmatch(part_id):
@@ -249,8 +261,10 @@ def _part(reader: _Reader, raw, where: str, task: str) -> Part:
     if not IDENTIFIER.fullmatch(name) or keyword.iskeyword(name):
         reader.fail(f"{where}.name", f"expected a Python identifier, got {name!r}")
     exercises = reader.field(raw, "exercises", where, list, required=False, default=[])
-    if not all(type(e) is int and 1 <= e <= 16 for e in exercises):
-        reader.fail(f"{where}.exercises", f"expected exercise numbers from 1 to 16, got {exercises!r}")
+    last = count or float("inf")
+    if not all(type(e) is int and 1 <= e <= last for e in exercises):
+        wanted = f"from 1 to {count}" if count else "of at least 1"
+        reader.fail(f"{where}.exercises", f"expected exercise numbers {wanted}, got {exercises!r}")
     seeds = reader.field(raw, "seeds", where, list, required=False, default=[])
     if not all(type(s) is str for s in seeds):
         reader.fail(f"{where}.seeds", f"expected a list of strings, got {seeds!r}")

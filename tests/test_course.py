@@ -42,7 +42,7 @@ def test_real_course_loads(course):
 
 def test_every_chapter_exercise_maps_to_a_part(course):
     covered = {exercise for a in course.assignments for part in a.parts for exercise in part.exercises}
-    assert covered == set(range(1, 17))
+    assert course.exercises == 16 and covered == set(range(1, course.exercises + 1))
 
 
 def test_every_automatic_part_has_a_registered_check(course):
@@ -132,6 +132,14 @@ MALFORMED = [
     ),
     ("unknown limit", _set("gpus", 1, where=lambda d: d["limits"]), "limits", "gpus"),
     ("bad secret env", _top("secret_env", "not valid!"), "secret_env", "environment variable"),
+    ("no exercises", _top("exercises", 0), "exercises", "number of the chapter's exercises"),
+    ("exercises not a number", _top("exercises", "16"), "exercises", "expected int"),
+    (
+        "bad module",
+        _set("module", "not-a-module", where=lambda d: d["assignments"][0]),
+        "assignments[0].module",
+        "Python module name",
+    ),
     ("assignments not a list", _top("assignments", {"a": 1}), "assignments", "expected list"),
     ("NaN points", _set("points", float("nan")), "assignments[0].parts[0].points", "finite positive"),
     (

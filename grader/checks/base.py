@@ -38,14 +38,21 @@ def check(assignment: str, part: str):
 
 
 class WrongAnswer(Exception):
-    """The answer is wrong in a way the feedback can name; scores `fraction` of the part."""
+    """The answer is wrong in a way the feedback can name; scores `fraction` of the part.
 
-    def __init__(self, feedback: str, *misconceptions: str, fraction: float = 0.0):
+    status: Status.ERROR when the student's code raised (every check reports that the same way);
+    None for the status the fraction implies.
+    """
+
+    def __init__(
+        self, feedback: str, *misconceptions: str, fraction: float = 0.0, status: Status | None = None
+    ):
         unknown = [code for code in misconceptions if code not in MISCONCEPTIONS]
         if unknown:
             raise ValueError(f"unknown misconception codes {unknown}")
         super().__init__(feedback)
         self.feedback, self.misconceptions, self.fraction = feedback, misconceptions, fraction
+        self.status = status
 
 
 @dataclass
@@ -89,6 +96,8 @@ def run_check(ctx: CheckContext, answer) -> PartResult:
             raise TypeError(f"check {key} returned {type(result).__name__}")
         return result
     except WrongAnswer as wrong:
+        if wrong.status is not None:
+            return ctx.result(wrong.status, wrong.feedback, *wrong.misconceptions)
         return ctx.partial(wrong.fraction, wrong.feedback, *wrong.misconceptions)
     except StudentRaised as raised:
         if raised.not_implemented:

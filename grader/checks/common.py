@@ -22,6 +22,7 @@ import numpy as np
 
 from grader.checks.base import WrongAnswer
 from grader.checks.values import as_array, as_int, close
+from grader.result import Status
 from grader.student import StudentRaised
 
 
@@ -91,7 +92,7 @@ def call_student(answer, args: tuple, names: tuple[str, ...], wording: CallWordi
     except StudentRaised as raised:
         if raised.not_implemented or wording.raised is None:
             raise
-        raise WrongAnswer(feedback(wording.raised, reason=raised.reason)) from None
+        raise WrongAnswer(feedback(wording.raised, reason=raised.reason), status=Status.ERROR) from None
     if answer.last_mutated and wording.mutated is not None:
         changed = ", ".join(label(i) for i in answer.last_mutated)
         raise WrongAnswer(feedback(wording.mutated, inputs=changed))
