@@ -76,7 +76,8 @@ def safe_markdown(source: str, css_class: str = "layers-answer") -> str:
 
 def mark_schemes(course, assignment) -> dict[str, str]:
     """{manual part id: mark scheme markdown} from source/<id>/<notebook> (cells tagged mark-scheme)."""
-    from grader.gradebook import _is_mark_scheme, _read_notebook
+    from grader.gradebook import _read_notebook
+    from grader.notebook import is_mark_scheme
 
     source = _read_notebook(course.root / "source" / assignment.id / assignment.notebook)
     schemes = {}
@@ -84,7 +85,7 @@ def mark_schemes(course, assignment) -> dict[str, str]:
     for cell in source.cells if source else []:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or ""
         part_id = grade_id.removesuffix("_mark_scheme")
-        if part_id in manual and _is_mark_scheme(cell, grade_id):
+        if part_id in manual and is_mark_scheme(cell):
             schemes[part_id] = schemes.get(part_id, "") + cell.source
     return schemes
 

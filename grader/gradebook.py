@@ -25,12 +25,17 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.notebook import NO_ANSWER, is_blank_answer  # noqa: F401  (NO_ANSWER: part of this module's API)
-from grader.text import safe_text
-
-SOLUTION_REGION = re.compile(
-    r"^([ \t]*)### BEGIN SOLUTION[^\n]*\n.*?^[ \t]*### END SOLUTION[^\n]*$", re.S | re.M
+from grader.notebook import (  # noqa: F401  (NO_ANSWER: part of this module's API)
+    NO_ANSWER,
+    NotebookError,
+    answer_cell_id,
+    cell_text,
+    is_blank_answer,
+    is_mark_scheme,
+    load_notebook,
+    stub_source,
 )
+from grader.text import safe_text
 
 
 GRADEBOOK_ENV = "LAYERS_GRADEBOOK_URL"
@@ -172,8 +177,7 @@ def notebook_name(assignment) -> str:
     return Path(assignment.notebook).stem
 
 
-def solution_cell_name(part) -> str:
-    return part.id if part.kind == "manual" else f"answer_{part.id}"
+solution_cell_name = answer_cell_id  # the gradebook's name for a part's answer cell
 
 
 # --- the assignment's structure ---------------------------------------------------------------
@@ -197,20 +201,11 @@ def _read_notebook(path: Path | None):
     import nbformat
 
     try:
-        return nbformat.read(str(path), as_version=4)
-    except Exception:  # a broken course notebook falls back to course.yml alone
+        notebook = load_notebook(path, "the course's notebook", from_student=False)
+    except NotebookError:  # a broken course notebook falls back to course.yml alone
         return None
-
-
-def _stub_source(source: str, cell_type: str) -> str:
-    """What a released notebook shows instead of a solution region."""
-    stub = "YOUR ANSWER HERE" if cell_type == "markdown" else "# YOUR CODE HERE\nraise NotImplementedError()"
-    return SOLUTION_REGION.sub(lambda m: "\n".join(m.group(1) + line for line in stub.splitlines()), source)
-
-
-def _is_mark_scheme(cell, grade_id: str) -> bool:
-    """Mark schemes never reach the gradebook: the release removes them before nbgrader saves cells."""
-    return "mark-scheme" in cell.get("metadata", {}).get("tags", []) or grade_id.endswith("_mark_scheme")
+    cells = [dict(cell, source=cell_text(cell)) for cell in notebook["cells"] if isinstance(cell, dict)]
+    return nbformat.from_dict(dict(notebook, cells=cells))
 
 
 def structure_cells(course, assignment) -> list[CellInfo]:
@@ -242,13 +237,13 @@ def structure_cells(course, assignment) -> list[CellInfo]:
             bool(meta.get("solution")),
             bool(meta.get("locked")),
         )
-        if not (grade or solution or locked) or grade_id in cells or _is_mark_scheme(cell, grade_id):
+        if not (grade or solution or locked) or grade_id in cells or is_mark_scheme(cell):
             continue
         shown = released_by_id.get(grade_id) if solution else None
         if shown is not None:
             text = shown.source
         else:
-            text = _stub_source(cell.source, cell.cell_type) if solution else cell.source
+            text = stub_source(cell.source, cell.cell_type) if solution else cell.source
         points = float(course_points.get(grade_id, meta.get("points", 0)) or 0) if grade else 0.0
         copy = nbformat.from_dict(
             {
