@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts" / "formgrader"
 SERVER_START_TIMEOUT_S = 180
 MARK_SCHEME_TEXT = "ReLU maps negative values to 0"
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("formgrader_browser")]
 
 
 @pytest.fixture(scope="module")

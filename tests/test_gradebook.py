@@ -98,7 +98,10 @@ def notebook_for(assignment, answers: dict[str, str] | None = None, source: bool
         )
         tests = "assert True\n"
         if source:
-            tests += f"### BEGIN HIDDEN TESTS\nfrom grader.inline import assert_part\nassert_part('{assignment.key(part)}', {part.name})\n### END HIDDEN TESTS"
+            tests += (
+                "### BEGIN HIDDEN TESTS\nfrom grader.inline import assert_part\n"
+                f"assert_part('{assignment.key(part)}', {part.name})\n### END HIDDEN TESTS"
+            )
         cells.append(
             _cell(
                 "code", tests, solution=False, grade=True, locked=True, points=part.points, grade_id=part.id

@@ -36,6 +36,12 @@ CLEAN = [
     "nbgrader_config.py",
     "tests/test_build.py",
     "benchmarks/rejection_cost.py",
+    "grader/gradebook.py",
+    "grader/formgrader.py",
+    "tests/test_gradebook.py",
+    "tests/test_formgrader.py",
+    "tests/test_formgrader_browser.py",
+    "tests/test_postgres.py",
 ]
 
 
