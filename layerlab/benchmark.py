@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 PRECISIONS = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16}
+CPU_THREADS = 1  # the ceilings and the sweep all run with this many threads on the CPU
 
 
 def cuda_available() -> bool:
@@ -35,10 +36,27 @@ def precisions_for(device: str) -> list[str]:
 
 
 def describe_device(device: str) -> str:
-    """One line naming the device, with the thread count on CPU."""
+    """One line naming the device, with the fixed thread count on CPU."""
     if device.startswith("cuda"):
         return f"GPU: {torch.cuda.get_device_name(torch.device(device))}"
-    return f"CPU: {torch.get_num_threads()} thread(s), float32 (no CUDA GPU found, so the benchmark runs on the CPU)"
+    return (
+        f"CPU: {CPU_THREADS} thread(s) for the ceilings and the sweep, float32 "
+        "(no CUDA GPU found, so the benchmark runs on the CPU)"
+    )
+
+
+@contextlib.contextmanager
+def fixed_threads(device: str):
+    """Within the block, torch uses CPU_THREADS threads on the CPU (the count every measurement states)."""
+    if device.startswith("cuda"):
+        yield
+        return
+    saved = torch.get_num_threads()
+    torch.set_num_threads(CPU_THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
 
 
 def dtype_of(precision: str) -> torch.dtype:
@@ -133,19 +151,20 @@ def reference_time(fn, device: str = "cpu", warmup: int = 3, repeat: int = 10) -
 def measure_peak_flops(
     device: str = "cpu", precision: str = "fp32", size: int | None = None, repeat: int = 5
 ) -> float:
-    """FLOP/s of large square matmuls (n x n, 2*n**3 FLOPs): the compute ceiling.
+    """FLOP/s of square matmuls (n x n, 2*n**3 FLOPs): the compute ceiling.
 
-    Two sizes are tried unless `size` is given, and the fastest of `repeat` runs of each is
-    taken: a ceiling is the best the device reaches.
+    Several sizes are tried unless `size` is given (on the CPU also sizes whose operands fit in
+    cache, as the sweep's do), and the fastest of `repeat` runs of each is taken: a ceiling is the
+    best the device reaches.
     """
     sizes = (
         [_count(size, "size")]
         if size is not None
-        else ([4096, 8192] if device.startswith("cuda") else [1024, 2048])
+        else ([4096, 8192] if device.startswith("cuda") else [256, 512, 1024])
     )
     repeat = _count(repeat, "repeat")
     best = 0.0
-    with matmul_precision(precision):
+    with matmul_precision(precision), fixed_threads(device):
         for n in sizes:
             fn = make_matmul(n, n, n, device, precision)
             seconds = min(reference_time(fn, device, warmup=1, repeat=1) for _ in range(repeat))
@@ -163,9 +182,10 @@ def measure_bandwidth(device: str = "cpu", megabytes: int | None = None, repeat:
     repeat = _count(repeat, "repeat")
     source = torch.empty(megabytes * 2**20 // 4, dtype=torch.float32, device=device).uniform_()
     target = torch.empty_like(source)
-    seconds = min(
-        reference_time(lambda: target.copy_(source), device, warmup=1, repeat=3) for _ in range(repeat)
-    )
+    with fixed_threads(device):
+        seconds = min(
+            reference_time(lambda: target.copy_(source), device, warmup=1, repeat=3) for _ in range(repeat)
+        )
     return 2.0 * source.numel() * 4 / seconds
 
 
@@ -214,11 +234,13 @@ def run_sweep(
     - flops_fn(B, d_in, d_out) and bytes_fn(B, d_in, d_out, bytes_per_element): the counting
       formulas (pass the notebook's own).
     Returns one dict per shape: batch, d_in, d_out, precision, device, seconds, flops, bytes,
-    intensity (FLOP/byte), achieved (FLOP/s) and, with ceilings, fraction_of_peak and bound.
+    intensity (FLOP/byte), achieved (FLOP/s) and, with ceilings, fraction_of_peak, bound and
+    above_ceiling (True when the point beats min(peak, bandwidth * intensity): see format_table).
+    On the CPU everything runs with CPU_THREADS threads, like the ceilings.
     """
     records = []
     element_bytes = bytes_per_element(precision)
-    with matmul_precision(precision):
+    with matmul_precision(precision), fixed_threads(device):
         for shape in shapes:
             if not isinstance(shape, (tuple, list)) or len(shape) != 3:
                 raise ValueError(f"each shape should be a (B, d_in, d_out) triple, got {shape!r}")
@@ -253,6 +275,9 @@ def run_sweep(
             if peak_flops and bandwidth:
                 record["fraction_of_peak"] = record["achieved"] / peak_flops
                 record["bound"] = "memory" if record["intensity"] < peak_flops / bandwidth else "compute"
+                record["above_ceiling"] = record["achieved"] > min(
+                    peak_flops, bandwidth * record["intensity"]
+                )
             records.append(record)
     return records
 
@@ -261,17 +286,43 @@ def _name(fn) -> str:
     return getattr(fn, "__name__", type(fn).__name__)
 
 
+ABOVE_CEILING_NOTE = (
+    "! above its own measured ceiling: above the flat line the peak was measured while the machine "
+    "was busy (measure again); above the slanted line the operands stayed in cache, which is faster "
+    "than the main memory the copy measured."
+)
+
+
 def format_table(records, peak_flops: float | None = None) -> str:
-    """A plain-text table: shape, precision, time, achieved TFLOP/s and fraction of the peak."""
+    """A plain-text table: shape, precision, time, achieved TFLOP/s and fraction of the peak.
+
+    A point above its own roofline ceiling is marked "!" and explained in a last line.
+    """
     lines = [f"{'B x d_in x d_out':>22} {'prec':>5} {'ms':>9} {'TFLOP/s':>9} {'of peak':>8} {'FLOP/B':>8}"]
     for r in records:
         fraction = r.get("fraction_of_peak", r["achieved"] / peak_flops if peak_flops else float("nan"))
         shape = f"{r['batch']} x {r['d_in']} x {r['d_out']}"
         lines.append(
             f"{shape:>22} {r['precision']:>5} {r['seconds'] * 1e3:9.3f} {r['achieved'] / 1e12:9.4f} "
-            f"{fraction:8.1%} {r['intensity']:8.1f}"
+            f"{fraction:8.1%} {r['intensity']:8.1f}" + (" !" if r.get("above_ceiling") else "")
         )
+    if any(r.get("above_ceiling") for r in records):
+        lines.append(ABOVE_CEILING_NOTE)
     return "\n".join(lines)
+
+
+def _label_offsets(ax, points, step: float = 9.0, gap: float = 30.0) -> list[tuple[float, float]]:
+    """Label offsets (in points), one per point, so that no two labels start within gap x step points."""
+    placed: list[tuple[float, float]] = []
+    offsets = []
+    scale = ax.figure.dpi / 72.0
+    for x, y in ax.transData.transform(points) / scale:
+        dy = 3.0
+        while any(abs(x - px) < gap and abs(y + dy - py) < step for px, py in placed):
+            dy -= step
+        placed.append((x, y + dy))
+        offsets.append((4.0, dy))
+    return offsets
 
 
 def roofline_plot(records, peak_flops: float, bandwidth: float, ax=None, title: str | None = None):
@@ -309,28 +360,42 @@ def roofline_plot(records, peak_flops: float, bandwidth: float, ax=None, title: 
         color="#555555",
     )
     colours = {"fp32": "#1f4e79", "tf32": "#2a9d8f", "bf16": "#e07a3f"}
+    ax.set_xscale("log")
+    ax.set_yscale("log")
     for precision in dict.fromkeys(r["precision"] for r in records):
         chosen = [r for r in records if r["precision"] == precision]
+        colour = colours.get(precision, "#708090")
+        above = [bool(r["achieved"] > min(peak_flops, bandwidth * r["intensity"])) for r in chosen]
         ax.scatter(
             [r["intensity"] for r in chosen],
             [r["achieved"] for r in chosen],
             s=36,
-            color=colours.get(precision, "#708090"),
+            color=colour,
             label=f"measured, {precision}",
             zorder=3,
         )
-        for r in chosen:
-            awkward = r["d_in"] % 64 != 0 or r["batch"] % 8 != 0
-            ax.annotate(
-                f"{r['batch']}x{r['d_in']}" + ("*" if awkward else ""),
-                (r["intensity"], r["achieved"]),
-                textcoords="offset points",
-                xytext=(4, 3),
-                fontsize=7,
-                color="#333333",
+        if any(above):
+            ax.scatter(
+                [r["intensity"] for r, flag in zip(chosen, above) if flag],
+                [r["achieved"] for r, flag in zip(chosen, above) if flag],
+                s=90,
+                facecolors="none",
+                edgecolors="#c0392b",
+                label="above its own ceiling (see the table's note)",
+                zorder=4,
             )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    ax.relim()
+    ax.autoscale_view()
+    for r, offset in zip(records, _label_offsets(ax, [(r["intensity"], r["achieved"]) for r in records])):
+        awkward = r["d_in"] % 64 != 0 or r["batch"] % 8 != 0
+        ax.annotate(
+            f"{r['batch']}x{r['d_in']}" + ("*" if awkward else ""),
+            (r["intensity"], r["achieved"]),
+            textcoords="offset points",
+            xytext=offset,
+            fontsize=7,
+            color="#333333",
+        )
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
     ax.set_ylabel("achieved FLOP/s")
     ax.set_title(title or "Roofline of a dense layer's matmul")

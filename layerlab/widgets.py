@@ -15,6 +15,7 @@ import ipywidgets as widgets
 import numpy as np
 
 POSITIVE, NEGATIVE, NEUTRAL = "#e07a3f", "#1f4e79", "#f2f2f2"
+CELL = "padding:3px 10px;border:1px solid #d0d0d0"  # every header and data cell: numbers never touch
 
 
 def layer_state(W, b, x) -> dict:
@@ -88,27 +89,27 @@ def state_html(state: dict, x=None) -> str:
     scale = float(np.max(np.abs(products))) if products.size else 1.0
     d_in = products.shape[1]
     inputs = "" if x is None else ", ".join(f"x{k + 1} = {_number(v)}" for k, v in enumerate(x))
-    head = "".join(f"<th>W[j,{k + 1}]&middot;x{k + 1}</th>" for k in range(d_in))
-    head += "<th>sum</th><th>+ bias</th><th>= z</th><th>ReLU(z)</th>"
+    head = "".join(f'<th style="{CELL}">W[j,{k + 1}]&middot;x{k + 1}</th>' for k in range(d_in))
+    head += "".join(f'<th style="{CELL}">{name}</th>' for name in ("sum", "+ bias", "= z", "ReLU(z)"))
     body = []
     for j in range(products.shape[0]):
         bias = state["z"][j] - state["sums"][j]
         cells = "".join(
-            f'<td style="background:{_shade(v, scale)};text-align:right">{_number(v)}</td>'
+            f'<td style="{CELL};background:{_shade(v, scale)};text-align:right">{_number(v)}</td>'
             for v in products[j]
         )
         relu_style = "font-weight:bold" if state["h"][j] > 0 else "color:#888"
         cells += (
-            f'<td style="text-align:right">{_number(state["sums"][j])}</td>'
-            f'<td style="text-align:right">{_number(bias)}</td>'
-            f'<td style="text-align:right">{_number(state["z"][j])}</td>'
-            f'<td style="text-align:right;{relu_style}">{_number(state["h"][j])}</td>'
+            f'<td style="{CELL};text-align:right">{_number(state["sums"][j])}</td>'
+            f'<td style="{CELL};text-align:right">{_number(bias)}</td>'
+            f'<td style="{CELL};text-align:right">{_number(state["z"][j])}</td>'
+            f'<td style="{CELL};text-align:right;{relu_style}">{_number(state["h"][j])}</td>'
         )
-        body.append(f"<tr><th>unit {j + 1}</th>{cells}</tr>")
+        body.append(f'<tr><th style="{CELL}">unit {j + 1}</th>{cells}</tr>')
     caption = f"<caption>{html.escape(inputs)}</caption>" if inputs else ""
     return (
         f'<table style="border-collapse:collapse;font-family:monospace">{caption}'
-        f"<tr><th></th>{head}</tr>{''.join(body)}</table>"
+        f'<tr><th style="{CELL}"></th>{head}</tr>' + "".join(body) + "</table>"
     )
 
 

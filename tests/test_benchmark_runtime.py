@@ -218,7 +218,7 @@ def test_default_shapes_include_awkward_neighbours():
 def test_cpu_device_description_and_precisions():
     assert lab.precisions_for("cpu") == ["fp32"]
     assert lab.precisions_for("cuda") == ["fp32", "tf32", "bf16"]
-    assert f"{torch.get_num_threads()} thread" in lab.describe_device("cpu")
+    assert f"{lab.CPU_THREADS} thread" in lab.describe_device("cpu")
     assert "CPU" in lab.describe_device("cpu")
     assert lab.bytes_per_element("bf16") == 2 and lab.bytes_per_element("fp32") == 4
     assert lab.synchronizer("cpu") is None
@@ -246,4 +246,43 @@ def test_roofline_plot_draws_measured_points_under_the_ceilings():
     assert ceiling.max() == pytest.approx(1e11)
     points = ax.collections[0].get_offsets()
     assert len(points) == 2
+    matplotlib.pyplot.close("all")
+
+
+def test_points_above_their_ceiling_are_flagged_and_explained():
+    records = lab.run_sweep([(1, 64, 64), (64, 64, 64)], warmup=1, repeat=2, peak_flops=1.0, bandwidth=1.0)
+    assert all(r["above_ceiling"] for r in records)  # a ceiling of 1 FLOP/s is beaten by every point
+    table = lab.format_table(records)
+    assert table.count(" !") == 2 and lab.ABOVE_CEILING_NOTE in table
+    modest = lab.run_sweep([(1, 64, 64)], warmup=1, repeat=2, peak_flops=1e30, bandwidth=1e30)
+    assert not modest[0]["above_ceiling"] and "!" not in lab.format_table(modest)
+
+
+def test_sweep_and_ceilings_run_with_the_stated_thread_count():
+    seen = []
+
+    def spy(fn, warmup, repeat, timer, sync):
+        seen.append(torch.get_num_threads())
+        return 1e-3
+
+    before = torch.get_num_threads()
+    lab.run_sweep([(2, 3, 4)], time_fn=spy, warmup=1, repeat=1)
+    assert seen == [lab.CPU_THREADS] and torch.get_num_threads() == before
+
+
+def test_roofline_labels_of_close_points_do_not_overlap():
+    records = [
+        {
+            "batch": b,
+            "d_in": 512,
+            "d_out": 512,
+            "precision": "fp32",
+            "intensity": 10.0 + b / 1000,
+            "achieved": 1e9,
+        }
+        for b in (1, 2, 3)
+    ]
+    ax = lab.roofline_plot(records, peak_flops=1e11, bandwidth=1e10)
+    offsets = [text.xyann for text in ax.texts if "x512" in text.get_text()]
+    assert len(offsets) == 3 and len({dy for _, dy in offsets}) == 3
     matplotlib.pyplot.close("all")

@@ -151,3 +151,38 @@ def test_a_huge_integral_float_is_refused_without_printing_all_its_digits(grade)
     result = grade("02_parameters", "layer_parameters", LocalFunction(lambda d_in, d_out, bias=True: 3e302))
     assert_zero(result, text="should be an integer, but is the float 3e+302")
     assert len(result.feedback) < 200
+
+
+# ------------------------------------------------------------------------- depends_on_batch
+
+
+@pytest.mark.parametrize("text", ["activations", " Activations ", "ACTIVATIONS"])
+def test_the_activations_depend_on_the_batch(grade, text):
+    from grader.student import local_value
+
+    result = grade(A, "depends_on_batch", local_value(text))
+    assert result.score == result.max_score == 1, result.feedback
+
+
+@pytest.mark.parametrize(
+    "text,codes",
+    [("parameters", ("batch-changes-weights",)), ("both", ("batch-changes-weights",)), ("neither", ())],
+)
+def test_wrong_choices_are_explained(grade, text, codes):
+    from grader.student import local_value
+
+    assert_zero(grade(A, "depends_on_batch", local_value(text)), *codes)
+
+
+@pytest.mark.parametrize(
+    "value,text", [(None, "not answered yet"), (3, "should be a string"), ("weights", "one of")]
+)
+def test_unusable_choices_are_named(grade, value, text):
+    from grader.student import local_value
+
+    assert_zero(grade(A, "depends_on_batch", local_value(value)), text=text)
+
+
+@pytest.mark.parametrize("batch,d_in,d_out", [(1, 1, 1), (7, 73, 7), (73, 1, 7)])
+def test_reference_choice_is_the_same_for_every_size(batch, d_in, d_out):
+    assert ref.depends_on_batch(batch, d_in, d_out) == "activations"

@@ -234,3 +234,30 @@ def test_a_float32_element_count_is_named_as_such(grade):
     assert_zero(
         grade(A, "communication_elements", LocalFunction(in_float32)), text="as if computed in float32"
     )
+
+
+# -------------------------------------------------------------------- rejecting too many ranks
+
+
+def split_rows_without_limit(W, b, n):
+    if n < 1:
+        raise ValueError("n must be positive")
+    return list(zip(np.array_split(np.asarray(W), n), np.array_split(np.asarray(b), n)))
+
+
+def split_rows_with_wrong_error(W, b, n):
+    if n > np.shape(W)[0]:
+        raise IndexError("too many ranks")
+    return ref.split_output_rows(W, b, n)
+
+
+@pytest.mark.parametrize("split", [split_rows_without_limit, split_rows_with_wrong_error])
+def test_a_split_that_accepts_more_ranks_than_rows_gets_half_marks(grade, split):
+    result = grade(A, "split_output_rows", LocalFunction(split))
+    assert result.score == pytest.approx(1.0), result.feedback
+    assert "ValueError" in result.feedback and "output rows" in result.feedback
+
+
+def test_the_reference_split_refuses_more_ranks_than_rows():
+    with pytest.raises(ValueError, match="n"):
+        ref.split_output_rows(np.zeros((3, 2)), np.zeros(3), 4)

@@ -264,3 +264,13 @@ def test_explorer_rejects_bad_shapes_clearly(W, b, x, message):
 def test_explorer_rejects_sliders_that_cannot_show_the_input(options, message):
     with pytest.raises(ValueError, match=message):
         forward_pass_explorer([[1.0, 2.0]], [0.5], [9.0, 0.0], **options)
+
+
+def test_explorer_table_cells_are_padded():
+    """Every header and number has its own padded, bordered cell, so adjacent values never run together."""
+    from layerlab.widgets import CELL, state_html
+
+    html = state_html(layer_state([[-4.0, -1.5]], [0.5], [1.0, 1.0]))
+    cells = html.count("<td") + html.count("<th")
+    assert cells == html.count(CELL) == 2 * (1 + 2 + 4)
+    assert "padding" in CELL

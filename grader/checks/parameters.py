@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from grader.checks.base import WrongAnswer, check
-from grader.checks.common import call_student, call_text, distinct_sizes, expect_counts
-from grader.checks.values import as_int, describe
+from grader.checks.common import call_student, call_text, distinct_sizes, expect_counts, reject_unanswered
+from grader.checks.values import as_int, as_text, describe
 from grader.reference import parameters as ref
 
 
@@ -185,6 +185,41 @@ def check_output_activations(answer, ctx):
     return ctx.passed(
         "Correct: a layer outputs B * d_out values, e.g. 64 * 4096 = 262,144; d_in does not enter."
     )
+
+
+# ---------------------------------------------------------------------------- depends_on_batch
+
+BATCH_SLIPS = {
+    "parameters": (
+        "The parameters are the entries of W (d_out x d_in) and b (d_out): the batch size appears "
+        "nowhere in them, because every observation reuses the same W and b. It is the output, of shape "
+        "(B, d_out), that grows with the batch.",
+        "batch-changes-weights",
+    ),
+    "both": (
+        "Only one of the two changes. Every observation reuses the same W and b, so the parameter count "
+        "has no B in it.",
+        "batch-changes-weights",
+    ),
+    "neither": ("One of the two does change: the layer outputs one vector of d_out values per observation.",),
+}
+
+
+@check("02_parameters", "depends_on_batch")
+def check_depends_on_batch(answer, ctx):
+    choices = ", ".join(repr(choice) for choice in ref.BATCH_CHOICES)
+    reject_unanswered(answer, "depends_on_batch", ctx, f"Set it to one of {choices}.")
+    text = as_text(answer, "`depends_on_batch`", max_length=200).strip().lower()
+    if text not in ref.BATCH_CHOICES:
+        raise WrongAnswer(f"`depends_on_batch` should be one of {choices}, but is {answer!r}.")
+    expected = ref.depends_on_batch(64, 1024, 4096)
+    if text == expected:
+        return ctx.passed(
+            "Correct: the output has B * d_out values (262,144 for B = 64, 524,288 for B = 128), while "
+            "the 4,198,400 parameters are the same for every batch."
+        )
+    feedback, *codes = BATCH_SLIPS[text]
+    raise WrongAnswer(feedback, *codes)
 
 
 # ------------------------------------------------------------------------ training_memory_bytes

@@ -19,10 +19,12 @@ from grader.checks.common import (
     reject_float32,
     reject_known_mistakes,
     same,
+    show_args,
 )
 from grader.checks.distributed import verify_split_on_processes
 from grader.checks.values import as_array, as_float, describe
 from grader.reference import tensor_parallel as ref
+from grader.student import StudentRaised
 
 ASSIGNMENT = "04_tensor_parallel"
 
@@ -218,9 +220,39 @@ def check_split_output_rows(answer, ctx):
             f"With d_out = {W.shape[0]} and n = {n}, b_{rank} should be the {want.size} biases of rank "
             f"{rank}'s output units (shape {want.shape}); yours is {describe(got_b)}{values}."
         )
+    d_out = int(ctx.rng.choice([3, 5, 7]))
+    W, b = random_matrix(ctx.rng, d_out, 4), random_matrix(ctx.rng, 1, d_out)[0]
+    require_value_error(
+        answer,
+        (W, b, d_out + 1),
+        ("W", "b", "n"),
+        f"{d_out + 1} ranks cannot each get at least one of {d_out} output rows",
+    )
     return ctx.passed(
-        "Correct: contiguous blocks of output rows, with the matching biases. "
+        "Correct: contiguous blocks of output rows, with the matching biases, and too many ranks refused. "
         + confirm_on_processes(answer, ctx, "column")
+    )
+
+
+def require_value_error(answer, args: tuple, names: tuple[str, ...], why: str) -> None:
+    """Half marks unless the student's function raises ValueError for `args` (the rest was right)."""
+    call = show_args(names, args)
+    try:
+        value = answer(*args)
+    except StudentRaised as raised:
+        if raised.not_implemented:
+            raise
+        if raised.type_name == "ValueError":
+            return
+        raise WrongAnswer(
+            f"The split is right, but `{answer.name}` called with {call} raised {raised.type_name}; "
+            f"{why}, and the task asks for a ValueError that says so.",
+            fraction=0.5,
+        ) from None
+    raise WrongAnswer(
+        f"The split is right, but `{answer.name}` called with {call} returned {describe(value)}; "
+        f"{why}, so it should raise a ValueError that says so.",
+        fraction=0.5,
     )
 
 

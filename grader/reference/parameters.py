@@ -63,6 +63,27 @@ def output_activations(batch: int, d_out: int) -> int:
     return positive_int(batch, "batch") * positive_int(d_out, "d_out")
 
 
+BATCH_CHOICES = ("activations", "parameters", "both", "neither")
+
+
+def depends_on_batch(batch: int, d_in: int, d_out: int) -> str:
+    """Which of a dense layer's two counts changes with the batch size: one of BATCH_CHOICES.
+
+    Inputs:
+    - batch: number of observations B, a positive int.
+    - d_in, d_out: the layer's widths, positive ints.
+
+    Returns:
+    - "activations": output_activations(B, d_out) = B * d_out grows with B, while
+      layer_parameters(d_in, d_out) has no B in it, so the answer is the same for every size.
+    """
+    counts = [output_activations(2 * batch, d_out) != output_activations(batch, d_out)]
+    counts.append(layer_parameters(d_in, d_out) != layer_parameters(d_in, d_out))
+    return {(True, False): "activations", (False, True): "parameters", (True, True): "both"}.get(
+        tuple(counts), "neither"
+    )
+
+
 def training_memory_bytes(n_params: int, bytes_per_value: int = 4, optimizer: str = "adam") -> int:
     """Bytes held per parameter while training: weights, gradients and optimizer state.
 
