@@ -43,7 +43,7 @@ def task_headings(notebook, assignment, label: str) -> dict[str, str]:
             if task not in tasks:
                 raise BuildError(
                     f"{label}: {cell_label(index, cell)}: heading names task {task}, but course.yml "
-                    f"gives {assignment.id} tasks {', '.join(sorted(tasks))}"
+                    f"gives {assignment.id} tasks {', '.join(part.task for part in assignment.parts)}"
                 )
             if task in found:
                 raise BuildError(f"{label}: {cell_label(index, cell)}: a second heading for task {task}")
