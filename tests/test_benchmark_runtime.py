@@ -142,8 +142,10 @@ def test_cpu_sweep_with_a_student_timing_function_runs():
         assert r["achieved"] == pytest.approx(r["flops"] / r["seconds"])
         assert r["fraction_of_peak"] == pytest.approx(r["achieved"] / peak)
         assert r["bound"] == roofline_bound(r["intensity"], peak, bandwidth)
-    table = lab.format_table(records)
-    assert "7 x 73 x 5" in table and "TFLOP/s" in table and len(table.splitlines()) == len(shapes) + 1
+    table = lab.format_table(records).splitlines()
+    above = any(r["above_ceiling"] for r in records)  # depends on this machine's speed: both are fine
+    assert "TFLOP/s" in table[0] and "7 x 73 x 5" in table[2]
+    assert len(table) == 1 + len(shapes) + above and (table[-1] == lab.ABOVE_CEILING_NOTE) == above
 
 
 def test_sweep_calls_the_timing_function_with_the_documented_signature():
