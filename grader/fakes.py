@@ -1,18 +1,24 @@
 """Callable arguments rebuilt from data, so they can be passed into an isolated process.
 
 Checks pass `CallableSpec`s (e.g. the loss function for `numerical_gradient`, or a fake clock
-for `time_op`); `materialise` turns them back into callables next to the student's code.
-Each kind is a small class whose behaviour is fully determined by its parameters, so the
-trusted grader can compute the same expected answer without calling student code.
+for `time_op`). The real callables live only in the trusted grader (`realise`): each kind is a
+small class whose behaviour is fully determined by its parameters, so the grader can compute
+the expected answer without calling student code. A student process gets `Callback`s instead,
+which carry nothing but a number and ask the grader to run the real callable, so no attribute,
+`__self__` or closure of what student code holds reveals durations, gradients or parameters.
 """
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
+from grader import codec
 from grader.codec import CallableSpec
 
 BUILDERS = {}
+MAX_CALLBACK_TEXT = 300
 
 
 def builder(kind: str):
@@ -23,21 +29,84 @@ def builder(kind: str):
     return register
 
 
-def materialise(value, context: dict | None = None):
-    """Replace every CallableSpec inside `value` (a list of arguments) by its callable.
+def build(spec: CallableSpec, context: dict):
+    if spec.kind not in BUILDERS:
+        raise ValueError(f"unknown callable kind {spec.kind!r}")
+    return BUILDERS[spec.kind](context, **spec.params)
 
-    Specs in one call share `context`, so e.g. a fake device's fn, timer and sync agree.
+
+def materialise(value, make=None):
+    """Replace every CallableSpec inside `value` (a list of arguments) by a callable.
+
+    `make(spec, index)` gives the callable for the index-th spec (in order); by default the real
+    one, with specs of one call sharing a context (so e.g. a fake device's fn, timer and sync agree).
     """
-    context = {} if context is None else context
-    if type(value) is CallableSpec:
-        if value.kind not in BUILDERS:
-            raise ValueError(f"unknown callable kind {value.kind!r}")
-        return BUILDERS[value.kind](context, **value.params)
-    if type(value) is list:
-        return [materialise(item, context) for item in value]
-    if type(value) is tuple:
-        return tuple(materialise(item, context) for item in value)
-    return value
+    if make is None:
+        context = {}
+
+        def make(spec, index):
+            return build(spec, context)
+
+    counter = itertools.count()
+
+    def walk(item):
+        if type(item) is CallableSpec:
+            return make(item, next(counter))
+        if type(item) is list:
+            return [walk(part) for part in item]
+        if type(item) is tuple:
+            return tuple(walk(part) for part in item)
+        return item
+
+    return walk(value)
+
+
+def realise(value) -> list:
+    """The real callables for the specs inside `value`, in the order `materialise` numbers them."""
+    found, context = [], {}
+    materialise(value, lambda spec, index: found.append(build(spec, context)))
+    return found
+
+
+def without_parameters(value):
+    """`value` with each CallableSpec reduced to its kind: what may be sent to student code."""
+    return materialise(value, lambda spec, index: CallableSpec(spec.kind))
+
+
+class CallbackError(RuntimeError):
+    """The grader could not run a callable for student code (bad arguments, for instance)."""
+
+
+class Callback:
+    """What student code holds in place of a callable argument: the grader runs the real one.
+
+    `channel.callback(index, args)` sends the arguments to the grader and returns its answer.
+    """
+
+    __slots__ = ("_channel", "_index", "__name__")
+
+    def __init__(self, channel, index: int, kind: str):
+        self._channel, self._index, self.__name__ = channel, index, kind
+
+    def __call__(self, *args):
+        return self._channel.callback(self._index, list(args))
+
+    def __repr__(self) -> str:
+        return f"<{self.__name__}>"
+
+
+def answer_callback(callables: list, request) -> bytes:
+    """Run the callable a student process asked for (`request`: bytes from codec.dumps of
+    {"index": i, "args": [...]}) and encode its result, or the reason it could not run."""
+    try:
+        data = codec.loads(request)
+        index, args = data["index"], data["args"]
+        if type(index) is not int or not 0 <= index < len(callables) or type(args) is not list:
+            raise CallbackError("no such callable")
+        value = callables[index](*args)
+    except Exception as error:  # any failure is the student's call's: it raises there
+        return codec.dumps({"error": f"{type(error).__name__}: {error}"[:MAX_CALLBACK_TEXT]})
+    return codec.dumps({"value": value})
 
 
 @builder("quadratic_loss")

@@ -116,6 +116,8 @@ def grade_notebook(course, assignment_id: str, path: Path, student: str):
     """(SubmissionResult, whether the public self-check secret was used)."""
     secret = grading_secret(course.secret_env)
     with isolated_sandbox(course.limits) as sandbox:
+        for line in sandbox.describe():  # which walls are in force here
+            print(f"check: {line}", file=sys.stderr)
         result = grade_submission(course, assignment_id, path, student, secret, sandbox)
     return result, secret == PUBLIC_SECRET
 

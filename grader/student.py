@@ -64,9 +64,10 @@ def _safe_text(error: BaseException, limit: int = 2000) -> str:
         return "<unprintable message>"
 
 
-def call_and_encode(function, wire_args: bytes) -> bytes:
-    """Run `function` on decoded arguments and return the encoded reply (used on both sides)."""
-    args = fakes.materialise(codec.loads(wire_args, writable=True))
+def call_and_encode(function, wire_args: bytes, make=None) -> bytes:
+    """Run `function` on decoded arguments and return the encoded reply (used on both sides);
+    `make(spec, index)` supplies the callable arguments (see grader.fakes.materialise)."""
+    args = fakes.materialise(codec.loads(wire_args, writable=True), make)
     before = [np.array(arg, copy=True) if type(arg) is np.ndarray else None for arg in args]
     try:
         value = function(*args)
@@ -123,6 +124,7 @@ class StudentFunction:
         self.name = name
         self.last_mutated: tuple[int, ...] = ()
         self.last_returned_input: tuple[int, ...] = ()
+        self.last_callables: list = []
         self.calls = 0
 
     def _call(self, wire_args: bytes) -> bytes:
@@ -130,7 +132,9 @@ class StudentFunction:
 
     def __call__(self, *args):
         self.calls += 1
-        value, self.last_mutated, self.last_returned_input = decode_reply(self._call(codec.dumps(list(args))))
+        self.last_callables = fakes.realise(args)  # what the call's callable arguments really are
+        wire_args = codec.dumps(fakes.without_parameters(list(args)))
+        value, self.last_mutated, self.last_returned_input = decode_reply(self._call(wire_args))
         return value
 
 
@@ -141,12 +145,13 @@ class LocalFunction(StudentFunction):
         super().__init__(name or getattr(function, "__name__", "function"))
         if not callable(function):
             raise NotDefined(
-                f"`{self.name}` is {codec.Unsupported(type(function).__qualname__).describe()}, not a function"
+                f"`{self.name}` is {codec.Unsupported(type(function).__qualname__).describe()}, "
+                "not a function"
             )
         self.function = function
 
     def _call(self, wire_args: bytes) -> bytes:
-        return call_and_encode(self.function, wire_args)
+        return call_and_encode(self.function, wire_args, lambda spec, index: self.last_callables[index])
 
 
 class MissingFunction(StudentFunction):

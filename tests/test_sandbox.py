@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from attacks import kit
-from grader.codec import LinearData, TensorData, Unsupported
+from grader.codec import CallableSpec, LinearData, TensorData, Unsupported
 from grader.course import load_course
 from grader.result import Status
 from grader.sandbox import RemoteFunction, Sandbox, SandboxError, hidden_paths
@@ -765,3 +765,130 @@ def test_real_source_notebook_earns_every_automatic_point(assignment_id, real_sa
     for part in result.parts:
         expected = Status.MANUAL if assignment.part(part.id).kind == "manual" else Status.PASSED
         assert part.status == expected, f"{part.id}: {part.feedback}"
+
+
+# ----------------------------------------------------------------------------- callable arguments
+
+CHEATS = {
+    ("05_matmul_benchmark", "time_op"): (
+        "import numpy as np\ndef time_op(fn, warmup, repeat, timer, sync=None):\n"
+        "    return float(np.median(fn.__self__.durations))\n"
+    ),
+    ("03_gradients", "numerical_gradient"): "def numerical_gradient(f, x):\n    return f.gradient(x)\n",
+}
+
+
+def test_callable_arguments_hold_nothing_but_a_way_back_to_the_grader(session):
+    source = (
+        "def peek(fn, warmup, repeat, timer, sync=None):\n"
+        "    import gc, sys\n"
+        "    seen = [type(fn).__name__, sorted(a for a in dir(fn) if not a.startswith('__'))]\n"
+        "    seen.append(getattr(fn, '__closure__', None) is None and not hasattr(fn, '__self__'))\n"
+        "    seen.append(any(type(o) is list and 0.3141592 in o for o in gc.get_objects()) or any(\n"
+        "        b'0.3141592' in bytes(v) for f in sys._current_frames().values() for g in [f, f.f_back]\n"
+        "        if g for v in g.f_locals.values() if type(v) in (bytes, bytearray, memoryview)))\n"
+        "    return seen\n"
+        "def honest(fn, warmup, repeat, timer, sync=None):\n"
+        "    times = []\n"
+        "    for _ in range(repeat):\n"
+        "        start = timer()\n        fn()\n        times.append(timer() - start)\n"
+        "    return sorted(times)[len(times) // 2]\n"
+    )
+    assert run(session, source).ok
+    device = {
+        "device_id": "d",
+        "durations": [0.3141592, 0.2718281, 0.1414213],
+        "asynchronous": False,
+        "launch_overhead": 0.0,
+    }
+    arguments = [
+        CallableSpec("fake_device_fn", device),
+        0,
+        3,
+        CallableSpec("fake_device_timer", device),
+        None,
+    ]
+    kind, attributes, opaque, found = RemoteFunction(session, "peek")(*arguments)
+    assert kind == "Callback" and attributes == ["_channel", "_index"] and opaque is True and found is False
+    honest = RemoteFunction(session, "honest")
+    assert honest(*arguments) == pytest.approx(0.2718281)
+    device_run = honest.last_callables[0].__self__
+    assert device_run.calls == 3 and len(device_run.clock_reads) == 6
+
+
+@pytest.mark.parametrize("assignment_id, part_id", sorted(CHEATS))
+def test_reading_the_answer_off_a_callable_argument_scores_nothing(
+    assignment_id, part_id, real_sandbox, tmp_path
+):
+    course = load_course()
+    assignment = course.assignment(assignment_id)
+    notebook = json.loads((course.root / "source" / assignment_id / assignment.notebook).read_text())
+    replaced = 0
+    for cell in notebook["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == f"answer_{part_id}":
+            cell["source"], replaced = CHEATS[assignment_id, part_id], replaced + 1
+    assert replaced == 1
+    path = tmp_path / assignment.notebook
+    path.write_text(json.dumps(notebook))
+    result = grade_submission(course, assignment_id, path, "mallory", "test-secret", real_sandbox)
+    scores = {part.id: part for part in result.parts}
+    assert scores[part_id].score == 0 and "AttributeError" in scores[part_id].feedback
+    automatic = [p for p in assignment.parts if p.kind != "manual" and p.id != part_id]
+    assert all(scores[p.id].status == Status.PASSED for p in automatic)
+
+
+# ----------------------------------------------------------------------------- a hostile reply
+
+HOSTILE_REPLY_SCRIPT = """
+import sys
+sys.path.insert(0, {repo!r})
+import numpy as np
+import grader.submission  # the grading side, as autograde loads it
+from grader.sandbox import RemoteFunction, Sandbox
+from grader.student import StudentCrashed
+def peak():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) * 1024
+FORGE = '''
+import os, socket, struct, sys
+def honest(x):
+    return 2 * x
+def hostile(x):
+    frames = (sys._getframe(i) for i in range(1, 8))
+    current = next(f.f_locals["header"]["id"] for f in frames if "header" in f.f_locals)
+    header = b'{{"tree": [' + b"{{}}," * (21 * 2**20) + b'{{}}], "arrays": 0}}'
+    body = struct.pack("<Qc", current, b"R") + struct.pack("<Q", len(header)) + header
+    channel = socket.socket(fileno=os.dup(3))
+    channel.sendall(struct.pack("<Q", len(body)) + body)
+    channel.detach()
+    return 2 * x
+'''
+with Sandbox() as box, box.session() as live:
+    live.start()
+    assert live.run_cell("forge", FORGE).ok
+    for _ in range(3):
+        RemoteFunction(live, "honest")(np.ones(1000))
+    baseline = peak()
+    try:
+        RemoteFunction(live, "hostile")(np.ones(3))
+        reason = "accepted"
+    except StudentCrashed as error:
+        reason = error.reason
+    print(baseline, peak(), reason)
+"""
+
+
+def test_a_hostile_reply_costs_the_grader_less_than_its_baseline_memory(tmp_path):
+    script = tmp_path / "hostile.py"
+    script.write_text(HOSTILE_REPLY_SCRIPT.format(repo=str(REPO)))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    baseline, peak, reason = done.stdout.strip().splitlines()[-1].split(" ", 2)
+    assert "exceeds the" in reason  # the forged 64 MiB header was refused before it was read
+    assert int(peak) <= 2 * int(baseline)
+
+
+def test_the_command_line_names_the_sandbox_override():
+    from grader import cli
+
+    assert (cli.UNSAFE_FLAG, cli.UNSAFE_ENV) == (runner.UNSAFE_FLAG, runner.UNSAFE_ENV)

@@ -22,7 +22,8 @@ import time
 from grader import codec
 
 LENGTH = struct.Struct("<Q")
-REQUEST_ID = struct.Struct("<Q")
+REPLY_HEAD = struct.Struct("<Qc")  # the request id a frame answers, and its kind
+REPLY, CALLBACK = b"R", b"C"
 MAX_REPLY_BYTES = codec.MAX_ARRAY_BYTES + 2**20
 MAX_REQUEST_BYTES = 2**31
 LOOP_FAILED_EXIT = 71  # the student process's request loop ended without the grader closing it
@@ -68,9 +69,14 @@ def send_frame(sock: socket.socket, payload: bytes, deadline: float | None = Non
         raise ChannelClosed(str(error)) from None
 
 
-def _read_exact(sock: socket.socket, size: int, deadline: float | None) -> bytearray:
-    buffer = bytearray(size)  # one buffer, filled in place: a reply costs its size, once
-    view, filled = memoryview(buffer), 0
+def _prepare(sock: socket.socket, deadline: float | None) -> None:
+    sock.setblocking(deadline is None)
+    if deadline is None:
+        sock.settimeout(None)
+
+
+def _fill(sock: socket.socket, view: memoryview, deadline: float | None) -> None:
+    filled, size = 0, len(view)
     while filled < size:
         if deadline is not None:
             wait = deadline - time.monotonic()
@@ -88,32 +94,34 @@ def _read_exact(sock: socket.socket, size: int, deadline: float | None) -> bytea
         if not got:
             raise ChannelClosed("the connection was closed")
         filled += got
+
+
+def _read_exact(sock: socket.socket, size: int, deadline: float | None) -> bytearray:
+    buffer = bytearray(size)  # one buffer, filled in place: a frame costs its size, once
+    _fill(sock, memoryview(buffer), deadline)
     return buffer
+
+
+def _skip(sock: socket.socket, size: int, deadline: float | None) -> None:
+    scratch = memoryview(bytearray(min(size, 1 << 20)))
+    while size:
+        _fill(sock, scratch[: min(size, len(scratch))], deadline)
+        size -= min(size, len(scratch))
 
 
 def recv_frame(
     sock: socket.socket, deadline: float | None = None, max_bytes: int = MAX_REPLY_BYTES
 ) -> bytearray:
     """Receive one frame, no larger than `max_bytes`, before `deadline` (time.monotonic())."""
-    sock.setblocking(deadline is None)
-    if deadline is None:
-        sock.settimeout(None)
+    _prepare(sock, deadline)
     (size,) = LENGTH.unpack(_read_exact(sock, LENGTH.size, deadline))
     if size > max_bytes:
         raise ProtocolError(f"a frame of {size} bytes exceeds the {max_bytes}-byte limit")
     return _read_exact(sock, size, deadline)
 
 
-def encode_reply(request_id: int, body: bytes) -> bytes:
-    return REQUEST_ID.pack(request_id) + body
-
-
-def decode_reply(payload: bytearray) -> tuple[int, memoryview]:
-    """(request id, body) of a reply; the body is a view, not a copy."""
-    if len(payload) < REQUEST_ID.size:
-        raise ProtocolError("a reply too short to carry a request id")
-    (request_id,) = REQUEST_ID.unpack_from(payload, 0)
-    return request_id, memoryview(payload)[REQUEST_ID.size :]
+def encode_reply(request_id: int, body: bytes, kind: bytes = REPLY) -> bytes:
+    return REPLY_HEAD.pack(request_id, kind) + body
 
 
 def recv_reply(
@@ -122,11 +130,36 @@ def recv_reply(
     deadline: float | None,
     max_bytes: int = MAX_REPLY_BYTES,
     max_stray: int = 10_000,
-) -> memoryview:
-    """The body of the reply to request `request_id`, discarding stray frames (stale replies,
-    or frames forged by student code), so no frame can shift the replies that follow."""
+) -> tuple[bytes, memoryview]:
+    """(kind, body) of the next frame for request `request_id`: its REPLY, or a CALLBACK asking the
+    grader to run one of the callables handed to student code. Stray frames (stale replies, or
+    frames forged by student code) are skipped unread, so none can shift the replies that follow.
+    A body's JSON header length is checked before the rest of it is read."""
+    _prepare(sock, deadline)
     for _ in range(max_stray):
-        number, body = decode_reply(recv_frame(sock, deadline, max_bytes))
-        if number == request_id:
-            return body
+        (size,) = LENGTH.unpack(_read_exact(sock, LENGTH.size, deadline))
+        if size > max_bytes:
+            raise ProtocolError(f"a frame of {size} bytes exceeds the {max_bytes}-byte limit")
+        if size < REPLY_HEAD.size:
+            raise ProtocolError("a reply too short to carry a request id")
+        number, kind = REPLY_HEAD.unpack(_read_exact(sock, REPLY_HEAD.size, deadline))
+        size -= REPLY_HEAD.size
+        if number != request_id:
+            _skip(sock, size, deadline)
+            continue
+        if kind not in (REPLY, CALLBACK):
+            raise ProtocolError(f"a reply of unknown kind {kind!r}")
+        if size < LENGTH.size:
+            return kind, memoryview(_read_exact(sock, size, deadline))
+        head = _read_exact(sock, LENGTH.size, deadline)
+        (header,) = LENGTH.unpack(head)
+        if header > codec.MAX_HEADER_BYTES:
+            raise ProtocolError(
+                f"a reply whose header of {header} bytes exceeds the {codec.MAX_HEADER_BYTES}-byte limit"
+            )
+        body = bytearray(size)
+        body[: LENGTH.size] = head
+        view = memoryview(body)
+        _fill(sock, view[LENGTH.size :], deadline)
+        return kind, view
     raise ProtocolError(f"more than {max_stray} stray frames while waiting for a reply")

@@ -20,7 +20,7 @@ class RemoteFunction(StudentFunction):
         self.generation = session.generation
 
     def _call(self, wire_args: bytes) -> bytes:
-        return self.session.call(self.name, wire_args, self.generation)
+        return self.session.call(self.name, wire_args, self.generation, self.last_callables)
 
 
 def remote_value(session: Session, name: str):

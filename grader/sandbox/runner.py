@@ -33,6 +33,7 @@ from pathlib import Path
 
 from grader import codec
 from grader.course import Limits
+from grader.fakes import answer_callback
 from grader.sandbox import protocol
 from grader.sandbox.isolation import SAFE_PATH
 from grader.student import NotDefined, StudentCrashed, StudentError, StudentTimeout
@@ -43,6 +44,7 @@ SLOTS_PER_PROCESS = 64
 ZYGOTE_START_TIMEOUT_S = 180
 HELLO_TIMEOUT_S = 30
 MAX_RESTARTS = 8
+MAX_CALLBACKS = 100_000  # runs of the callable arguments within one call
 PYTHON_PATHS = sorted(
     {
         sys.prefix,
@@ -521,7 +523,7 @@ class Session:
         return limit, f"it did not finish within {limit:g} s"
 
     # ------------------------------------------------------------------ requests
-    def _request(self, header: dict, body: bytes, what: str) -> bytes:
+    def _request(self, header: dict, body: bytes, what: str, callables=()) -> memoryview:
         if not self.alive:
             raise self.death or StudentCrashed("the student process is not running")
         timeout, why = self._timeout()
@@ -533,7 +535,15 @@ class Session:
             protocol.send_frame(
                 self.sock, protocol.encode_request({**header, "id": request_id}, body), deadline
             )
-            return protocol.recv_reply(self.sock, request_id, deadline)
+            for _ in range(MAX_CALLBACKS + 1):
+                kind, reply = protocol.recv_reply(self.sock, request_id, deadline)
+                if kind == protocol.REPLY:
+                    return reply
+                answer = protocol.encode_request(
+                    {"op": "callback", "id": request_id}, answer_callback(callables, reply)
+                )
+                protocol.send_frame(self.sock, answer, deadline)
+            raise protocol.ProtocolError(f"more than {MAX_CALLBACKS} calls of its callable arguments")
         except protocol.ChannelTimeout:
             raise self._die(StudentTimeout(f"{what}: {why}")) from None
         except protocol.ChannelClosed:
@@ -629,13 +639,13 @@ class Session:
             raise NotDefined(f"the notebook does not define `{name}`")
         return data.get("value")
 
-    def call(self, name: str, wire_args: bytes, generation: int | None = None) -> bytes:
+    def call(self, name: str, wire_args: bytes, generation: int | None = None, callables=()) -> memoryview:
         """Call a student function on encoded arguments; returns the reply for decode_reply."""
         if generation is not None and generation != self.generation:
             raise self.death or StudentCrashed(
                 f"`{name}` is no longer available: the student process was restarted"
             )
-        return self._request({"op": "call", "name": name}, wire_args, f"calling `{name}`")
+        return self._request({"op": "call", "name": name}, wire_args, f"calling `{name}`", callables)
 
     def output_text(self) -> str:
         return self.output.text()

@@ -153,11 +153,12 @@ class StudentLoop:
     """Runs inside the student process: executes cells, answers calls and value requests."""
 
     def __init__(self, sock: socket.socket):
-        from grader import codec, student
+        from grader import codec, fakes, student
         from grader.sandbox import protocol
 
-        self.codec, self.student, self.protocol = codec, student, protocol
+        self.codec, self.fakes, self.student, self.protocol = codec, fakes, student, protocol
         self.sock = sock
+        self.current = 0
         self.guard = Guard()
         self.namespace = {"__name__": "__main__", "__builtins__": builtins, "display": _display}
 
@@ -193,8 +194,26 @@ class StudentLoop:
         if op == "value":
             return dumps({"defined": True, "value": value})
         if op == "call":
-            return self.student.call_and_encode(lambda *args: self.invoke(value, args), body)
+            callback = self.fakes.Callback
+            return self.student.call_and_encode(
+                lambda *args: self.invoke(value, args),
+                body,
+                lambda spec, index: callback(self, index, spec.kind),
+            )
         raise ValueError(f"unknown request {op!r}")
+
+    def callback(self, index: int, args: list):
+        """Ask the grader to run callable argument `index` of the current call (see grader.fakes)."""
+        protocol, codec = self.protocol, self.codec
+        request = codec.dumps({"index": index, "args": args})
+        protocol.send_frame(self.sock, protocol.encode_reply(self.current, request, protocol.CALLBACK))
+        header, body = protocol.decode_request(
+            protocol.recv_frame(self.sock, max_bytes=protocol.MAX_REQUEST_BYTES)
+        )
+        data = codec.loads(body) if header.get("op") == "callback" else {"error": "the grader did not answer"}
+        if type(data) is not dict or "error" in data:
+            raise self.fakes.CallbackError(str(data.get("error") if type(data) is dict else data))
+        return data.get("value")
 
     def execute(self, source: str, label: str) -> dict:
         try:
@@ -220,6 +239,7 @@ class StudentLoop:
             except protocol.ChannelClosed:
                 return
             header, body = protocol.decode_request(payload)
+            self.current = header["id"]
             try:
                 answer = self.handle(header, body)
             except BaseException as error:

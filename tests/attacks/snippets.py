@@ -256,7 +256,7 @@ magic = 42
 import os, struct, sys, random
 from grader import codec
 def frame(request_id, value):
-    body = struct.pack("<Q", request_id) + codec.dumps(value)
+    body = struct.pack("<Qc", request_id, b"R") + codec.dumps(value)
     return struct.pack("<Q", len(body)) + body
 current = next((f.f_locals["header"]["id"] for f in [sys._getframe(i) for i in range(1, 6)]
                 if "header" in f.f_locals), 0)
@@ -515,7 +515,7 @@ def double(x):
     frames = (sys._getframe(i) for i in range(1, 8))
     current = next(f.f_locals["header"]["id"] for f in frames if "header" in f.f_locals)
     header = b'{"tree": [' + b"{}," * (21 * 2**20) + b'{}], "arrays": 0}'
-    body = struct.pack("<Q", current) + struct.pack("<Q", len(header)) + header
+    body = struct.pack("<Qc", current, b"R") + struct.pack("<Q", len(header)) + header
     channel = socket.socket(fileno=os.dup(3))
     channel.sendall(struct.pack("<Q", len(body)) + body)
     channel.detach()
@@ -523,7 +523,7 @@ def double(x):
 """
         },
         zero=("double",),
-        reason="could not be read",
+        reason="exceeds the",
     ),
     Attack(
         "find the grader package through its own modules",
