@@ -223,12 +223,15 @@ def run_sweep(
     bandwidth: float | None = None,
     flops_fn=default_flops,
     bytes_fn=default_bytes,
+    number: int = 1,
 ) -> list[dict]:
     """Time Z = X @ W.T for every (B, d_in, d_out) in `shapes`.
 
     Inputs:
-    - time_fn: a timing function with the signature time_op(fn, warmup, repeat, timer, sync)
-      returning median seconds (the notebook's own); None uses `reference_time`.
+    - time_fn: a timing function with the signature time_op(fn, warmup, repeat, timer, sync[, number])
+      returning median seconds per call (the notebook's own); None uses `reference_time`.
+    - number: calls per timed window, passed to time_fn as a sixth argument when it is not 1
+      (short GPU kernels are timed many calls at a time).
     - peak_flops, bandwidth: measured ceilings; when given, each record also has the fraction
       of peak and the bound the roofline predicts.
     - flops_fn(B, d_in, d_out) and bytes_fn(B, d_in, d_out, bytes_per_element): the counting
@@ -240,6 +243,7 @@ def run_sweep(
     """
     records = []
     element_bytes = bytes_per_element(precision)
+    extra = () if _count(number, "number") == 1 else (number,)
     with matmul_precision(precision), fixed_threads(device):
         for shape in shapes:
             if not isinstance(shape, (tuple, list)) or len(shape) != 3:
@@ -250,7 +254,7 @@ def run_sweep(
                 seconds = reference_time(fn, device, warmup, repeat)
             else:
                 seconds = _measured(
-                    time_fn(fn, warmup, repeat, time.perf_counter, synchronizer(device)),
+                    time_fn(fn, warmup, repeat, time.perf_counter, synchronizer(device), *extra),
                     f"the seconds {_name(time_fn)} returned for shape {shape}",
                 )
             flops = _measured(

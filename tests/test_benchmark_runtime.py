@@ -251,6 +251,20 @@ def test_roofline_plot_draws_measured_points_under_the_ceilings():
     matplotlib.pyplot.close("all")
 
 
+def test_sweep_passes_number_to_the_timing_function_only_when_asked():
+    seen = []
+
+    def spy(fn, warmup, repeat, timer, sync, number=1):
+        seen.append(number)
+        return 1e-3
+
+    lab.run_sweep([(2, 3, 4)], time_fn=spy, warmup=1, repeat=1, number=20)
+    lab.run_sweep([(2, 3, 4)], time_fn=lambda fn, w, r, timer, sync: 1e-3, warmup=1, repeat=1)
+    assert seen == [20]
+    with pytest.raises(ValueError, match="number should be an integer >= 1, got 0"):
+        lab.run_sweep([(2, 3, 4)], time_fn=spy, number=0)
+
+
 def test_points_above_their_ceiling_are_flagged_and_explained():
     records = lab.run_sweep([(1, 64, 64), (64, 64, 64)], warmup=1, repeat=2, peak_flops=1.0, bandwidth=1.0)
     assert all(r["above_ceiling"] for r in records)  # a ceiling of 1 FLOP/s is beaten by every point

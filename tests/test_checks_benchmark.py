@@ -150,8 +150,20 @@ def one_window(fn, warmup, repeat, timer, sync):
     return (timer() - start) / repeat
 
 
-def calls_sync_always(fn, warmup, repeat, timer, sync):
-    return ref.time_op(fn, warmup, repeat, timer, lambda: sync())
+def calls_sync_always(fn, warmup, repeat, timer, sync, number=1):
+    return ref.time_op(fn, warmup, repeat, timer, lambda: sync(), number)
+
+
+def one_call_per_window(fn, warmup, repeat, timer, sync, number=1):
+    return ref.time_op(fn, warmup, repeat, timer, sync)
+
+
+def window_not_divided(fn, warmup, repeat, timer, sync, number=1):
+    return ref.time_op(fn, warmup, repeat, timer, sync, number) * number
+
+
+def without_number(fn, warmup=3, repeat=10, timer=time.perf_counter, sync=None):
+    return ref.time_op(fn, warmup, repeat, timer, sync)
 
 
 WRONG_TIMINGS = [
@@ -176,6 +188,26 @@ WRONG_TIMINGS = [
 ]
 
 
+@pytest.mark.parametrize(
+    "function,text",
+    [
+        (one_call_per_window, "once per window"),
+        (window_not_divided, "whole window"),
+        (without_number, "sixth argument, number="),
+    ],
+)
+@pytest.mark.parametrize("seed", range(4))
+def test_windows_of_number_calls_are_graded(grade, function, text, seed):
+    assert_zero(grade(A, "time_op", LocalFunction(function, "time_op"), seed), text=text)
+
+
+def test_the_reference_time_op_gets_full_marks(grade):
+    from conftest import assert_full_marks
+
+    for seed in range(4):
+        assert_full_marks(grade(A, "time_op", LocalFunction(ref.time_op, "time_op"), seed))
+
+
 @pytest.mark.parametrize("index", range(len(WRONG_TIMINGS)))
 @pytest.mark.parametrize("seed", range(6))
 def test_wrong_timings_score_zero_with_their_code(grade, index, seed):
@@ -192,7 +224,7 @@ def test_one_middle_value_for_an_even_repeat_gets_half(grade, seed):
 @pytest.mark.parametrize("seed", range(30))
 def test_scenarios_separate_the_right_median_from_each_targeted_mistake(ctx_for, seed):
     """The warm-up, outlier, asynchronous and even-repeat scenarios each expose their mistakes by a wide margin."""
-    warm, outlier, asynchronous, even = scenarios(ctx_for(A, "time_op", seed).rng)
+    warm, outlier, asynchronous, even, windows = scenarios(ctx_for(A, "time_op", seed).rng)
     targeted = [
         (warm, no_warmup),
         (warm, warmup_timed),
@@ -202,11 +234,14 @@ def test_scenarios_separate_the_right_median_from_each_targeted_mistake(ctx_for,
         (asynchronous, timed_runs(sync_before_start=False)),
         (asynchronous, timed_runs(sync_before_end=False)),
         (even, timed_runs(lambda t: sorted(t)[len(t) // 2])),
+        (windows, one_call_per_window),
+        (windows, window_not_divided),
     ]
     for scenario, mistake in targeted:
         right, wrong = scenario.replay(ref.time_op), scenario.replay(mistake)
         assert abs(wrong - right) > 1e-3 * right, (scenario.about, mistake)
     assert not outlier.with_sync and asynchronous.asynchronous and even.repeat % 2 == 0
+    assert windows.number > 1 and windows.asynchronous and len(windows.arguments()) == 6
 
 
 def test_time_op_arguments_are_data(ctx_for):

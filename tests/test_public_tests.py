@@ -206,6 +206,12 @@ WRONG_ANSWERS: dict[str, list[str]] = {
         "    for _ in range(warmup):\n        fn()\n    durations = []\n    for _ in range(repeat):\n"
         "        sync and sync()\n        start = timer()\n        fn()\n        sync and sync()\n"
         "        durations.append(timer() - start)\n    return float(np.mean(durations))",
+        "def time_op(fn, warmup=3, repeat=10, timer=time.perf_counter, sync=None, number=1):\n"
+        "    for _ in range(warmup):\n        fn()\n    durations = []\n    for _ in range(repeat):\n"
+        "        sync and sync()\n        start = timer()\n"
+        "        for _ in range(number):\n            fn()\n"
+        "        sync and sync()\n        durations.append(timer() - start)\n"
+        "    return float(np.median(durations))",
     ],
     "05_matmul_benchmark.achieved_flops": [
         "def achieved_flops(batch, d_in, d_out, seconds):\n    return batch * d_in * d_out / seconds",

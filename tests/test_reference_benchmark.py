@@ -110,6 +110,22 @@ def test_time_op_equals_the_median_of_the_timed_durations(warmup, repeat, asynch
     assert device.calls == warmup + repeat and device.pending == 0
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    st.integers(0, 3),
+    st.integers(1, 5),
+    st.sampled_from([1, 7, 73]),
+    st.lists(st.floats(1e-7, 1e-5), min_size=400, max_size=400),
+)
+def test_time_op_windows_of_number_calls_give_the_median_per_call(warmup, repeat, number, durations):
+    device = FakeDevice(durations, True, 4e-6)
+    result = ref.time_op(device.run, warmup, repeat, device.read_clock, device.sync, number)
+    timed = durations[warmup:]
+    windows = [sum(timed[i * number : (i + 1) * number]) / number + 4e-6 for i in range(repeat)]
+    assert result == pytest.approx(statistics.median(windows), rel=1e-9)
+    assert device.calls == warmup + repeat * number and len(device.clock_reads) == 2 * repeat
+
+
 def test_time_op_on_a_real_cpu_matmul_is_positive_and_finite():
     A, B = np.ones((73, 64)), np.ones((64, 7))
     seconds = ref.time_op(lambda: A @ B, warmup=1, repeat=5)
@@ -127,6 +143,8 @@ def test_time_op_on_a_real_cpu_matmul_is_positive_and_finite():
         (dict(warmup="3"), "warmup"),
         (dict(repeat=0), "repeat"),
         (dict(repeat=2.5), "repeat"),
+        (dict(number=0), "number"),
+        (dict(number=True), "number"),
     ],
 )
 def test_time_op_rejects_bad_arguments(kwargs, message):

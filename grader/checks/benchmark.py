@@ -291,9 +291,13 @@ class Scenario:
     repeat: int
     with_sync: bool
     about: str
+    number: int = 1
 
     def arguments(self) -> list:
-        """time_op's arguments (fn, warmup, repeat, timer, sync) as data for the student's process."""
+        """time_op's arguments (fn, warmup, repeat, timer, sync[, number]) as data for the student's process.
+
+        `number` is passed only when it is not 1, as a sixth positional argument.
+        """
         device = {
             "device_id": "device",
             "durations": list(self.durations),
@@ -307,7 +311,7 @@ class Scenario:
             self.repeat,
             CallableSpec("fake_device_timer", device),
             sync,
-        ]
+        ] + ([self.number] if self.number != 1 else [])
 
     def replay(self, timing) -> float:
         """Run a trusted timing function on a fresh copy of this scenario's device."""
@@ -320,15 +324,20 @@ def timing_model(
     repeat,
     timer,
     sync,
+    number=1,
     *,
     warm="run",
     sync_start=True,
     sync_end=True,
     summary=np.median,
     window=False,
+    calls=None,
+    divide=True,
 ) -> float:
-    """time_op with one deliberate slip: warm "skip"/"time", a missing sync, another summary, or one clock window."""
+    """time_op with one deliberate slip: warm "skip"/"time", a missing sync, another summary, one clock
+    window, `calls` calls per window instead of `number`, or no division by `number`."""
     sync = sync or (lambda: None)
+    per_window = number if calls is None else calls
     calls_timed = warmup + repeat if warm == "time" else repeat
     if warm == "run":
         for _ in range(warmup):
@@ -345,15 +354,17 @@ def timing_model(
         if sync_start:
             sync()
         start = timer()
-        fn()
+        for _ in range(per_window):
+            fn()
         if sync_end:
             sync()
-        durations.append(timer() - start)
+        durations.append((timer() - start) / (number if divide else 1))
     return float(summary(durations))
 
 
 def scenarios(rng) -> list[Scenario]:
-    """Four scenarios: slow warm-up, an outlier without sync, an asynchronous device, an even repeat."""
+    """Five scenarios: slow warm-up, an outlier without sync, an asynchronous device, an even repeat,
+    and microsecond kernels timed `number` calls per window."""
 
     def slow(count, base):
         return [float(d) for d in base * WARMUP_SLOWDOWN * rng.uniform(1, 1.5, size=count)]
@@ -421,6 +432,21 @@ def scenarios(rng) -> list[Scenario]:
             f"a synchronous simulated device with an even number of runs, repeat={repeat}",
         )
     )
+    base, warmup, repeat = 10 ** rng.uniform(-6, -5), int(rng.integers(1, 4)), int(rng.choice([3, 5, 7]))
+    number = int(rng.choice([10, 20, 50]))
+    made.append(
+        Scenario(
+            tuple(slow(warmup, base) + shuffled(repeat * number + 6, base)),
+            True,
+            float(rng.uniform(1e-6, 2e-5)),
+            warmup,
+            repeat,
+            True,
+            f"an asynchronous simulated device running microsecond kernels, timed with number={number} calls "
+            f"per window (warmup={warmup}, repeat={repeat})",
+            number,
+        )
+    )
     return made
 
 
@@ -484,6 +510,19 @@ def timing_mistakes(scenario: Scenario, expected: float):
         (scenario.replay(partial(timing_model, **slip)), feedback, *codes)
         for slip, feedback, *codes in mistakes
     )
+    if scenario.number != 1:
+        per_window = (
+            f"With number={scenario.number}, call fn {scenario.number} times between the two clock reads "
+            f"(each window is sync, start, {scenario.number} calls, sync, end) and divide the window by number."
+        )
+        yield (
+            scenario.replay(partial(timing_model, calls=1, divide=False)),
+            "You called fn once per window. " + per_window,
+        )
+        yield (
+            scenario.replay(partial(timing_model, divide=False)),
+            "You returned the time of a whole window of calls, not of one call. " + per_window,
+        )
     yield expected * 1e3, "Your result is in milliseconds; return seconds, as the timer gives them."
     yield expected * 1e6, "Your result is in microseconds; return seconds, as the timer gives them."
     yield -expected, "Your result is negative: a duration is end - start."
@@ -521,13 +560,21 @@ def check_time_op(answer, ctx):
         expected = scenario.replay(ref.time_op)
         try:
             value = call_student(
-                answer, tuple(scenario.arguments()), ("fn", "warmup", "repeat", "timer", "sync"), NUMBER_CALLS
+                answer,
+                tuple(scenario.arguments()),
+                ("fn", "warmup", "repeat", "timer", "sync", "number"),
+                NUMBER_CALLS,
             )
         except StudentRaised as raised:
             if raised.type_name == "TypeError" and "NoneType" in raised.message and not scenario.with_sync:
                 raise WrongAnswer(
                     "With sync=None (a synchronous device such as the CPU) there is nothing to wait for: "
                     "call sync only when it is not None."
+                ) from None
+            if raised.type_name == "TypeError" and scenario.number != 1 and "argument" in raised.message:
+                raise WrongAnswer(
+                    f"Called with a sixth argument, number={scenario.number}, your time_op raised TypeError "
+                    f"({raised.message}). Accept number=1 (calls of fn per timed window) as in the task."
                 ) from None
             raise
         got = as_float(value, "The time")
@@ -548,7 +595,9 @@ def check_time_op(answer, ctx):
         raise WrongAnswer(
             f"On {scenario.about}, your time_op returned {got:.6g} s; the median of the timed runs is "
             f"{expected:.6g} s. Read the clock with the `timer` argument (not time.perf_counter), run fn "
-            f"`warmup` times untimed, time each of the `repeat` runs separately with sync() (when given) "
-            f"before each clock read, and return the median in seconds."
+            f"`warmup` times untimed, time each of the `repeat` windows of `number` calls separately with "
+            f"sync() (when given) before each clock read, and return the median per call in seconds."
         )
-    return ctx.passed("Correct: warm-up excluded, synchronised clock reads, median of the timed runs.")
+    return ctx.passed(
+        "Correct: warm-up excluded, synchronised clock reads, windows of `number` calls, median per call."
+    )

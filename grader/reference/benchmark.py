@@ -67,30 +67,37 @@ def arithmetic_intensity(batch: int, d_in: int, d_out: int, bytes_per_element: i
     return matmul_flops(batch, d_in, d_out) / matmul_bytes(batch, d_in, d_out, bytes_per_element)
 
 
-def time_op(fn, warmup: int = 3, repeat: int = 10, timer=time.perf_counter, sync=None) -> float:
+def time_op(
+    fn, warmup: int = 3, repeat: int = 10, timer=time.perf_counter, sync=None, number: int = 1
+) -> float:
     """The median wall-clock time of one call of `fn`, excluding warm-up calls.
 
     The first calls of an operation often pay one-off costs (memory allocation, kernel selection,
     compilation, caches), so they are run but not timed. On an asynchronous device (a GPU) a call
     returns before the work is done, so `sync` waits for the device before each clock read.
-    The median ignores the occasional slow run that an interruption causes; the mean does not.
+    An operation much shorter than a launch and a synchronisation is timed `number` times
+    between two clock reads, and the window divided by `number`. The median ignores the
+    occasional slow run that an interruption causes; the mean does not.
 
     Inputs:
     - fn: a callable with no arguments, the operation to time.
     - warmup: number of untimed calls first, an int >= 0.
-    - repeat: number of timed calls, a positive int.
+    - repeat: number of timed windows, a positive int.
     - timer: a callable returning the current time in seconds.
     - sync: None (a synchronous device such as the CPU), or a callable that blocks until all
       queued work is done, e.g. torch.cuda.synchronize.
+    - number: calls of fn per timed window, a positive int.
 
     Returns:
-    - the median over the `repeat` timed calls of end - start, in seconds, a float. Each timed
-      call is: sync (if given), start = timer(), fn(), sync (if given), end = timer().
+    - the median over the `repeat` windows of (end - start) / number, in seconds, a float.
+      Each window is: sync (if given), start = timer(), fn() `number` times, sync (if given),
+      end = timer().
     """
     if not callable(fn) or not callable(timer) or not (sync is None or callable(sync)):
         raise ValueError("fn and timer must be callables, and sync None or a callable")
     warmup = whole_number(warmup, "warmup", minimum=0)
     repeat = positive_int(repeat, "repeat")
+    number = positive_int(number, "number")
     for _ in range(warmup):
         fn()
     durations = []
@@ -98,10 +105,11 @@ def time_op(fn, warmup: int = 3, repeat: int = 10, timer=time.perf_counter, sync
         if sync is not None:
             sync()
         start = timer()
-        fn()
+        for _ in range(number):
+            fn()
         if sync is not None:
             sync()
-        durations.append(timer() - start)
+        durations.append((timer() - start) / number)
     return float(np.median(durations))
 
 
