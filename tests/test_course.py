@@ -55,6 +55,25 @@ def test_every_automatic_part_has_a_registered_check(course):
     assert missing == []
 
 
+def test_every_assignment_has_its_reference_and_checks_module(course):
+    grader_dir = DEFAULT_COURSE_FILE.parent / "grader"
+    for assignment in course.assignments:
+        assert (grader_dir / "reference" / f"{assignment.module}.py").is_file(), assignment.id
+        assert (grader_dir / "checks" / f"{assignment.module}.py").is_file(), assignment.id
+    assert [a.module for a in course.assignments][:2] == ["shapes", "parameters"]  # the id without its number
+
+
+def test_the_exercise_count_comes_from_course_yml(tmp_path, raw):
+    data = copy.deepcopy(raw)
+    data["exercises"] = 20
+    data["assignments"][0]["parts"][0]["exercises"] = [17, 20]
+    (tmp_path / "course.yml").write_text(yaml.safe_dump(data))
+    assert load_course(tmp_path / "course.yml").assignments[0].parts[0].exercises == (17, 20)
+    del data["exercises"]  # without a count, any exercise number from 1 up
+    (tmp_path / "course.yml").write_text(yaml.safe_dump(data))
+    assert load_course(tmp_path / "course.yml").exercises is None
+
+
 def test_unknown_lookups(course):
     with pytest.raises(CourseError, match=r"course\.yml: unknown assignment '99_nope'.*01_shapes"):
         course.assignment("99_nope")

@@ -17,6 +17,7 @@ import numpy as np
 from grader import fakes
 from grader.checks.base import WrongAnswer, check
 from grader.checks.common import CallWording, call_student, reject_float32, reject_known_mistakes, same
+from grader.checks.formulas import KnownAnswer, SymbolicPart, symbolic_part
 from grader.checks.values import as_float, describe
 from grader.codec import CallableSpec
 from grader.reference import benchmark as ref
@@ -601,3 +602,41 @@ def check_time_op(answer, ctx):
     return ctx.passed(
         "Correct: warm-up excluded, synchronised clock reads, windows of `number` calls, median per call."
     )
+
+
+# --- symbolic parts (grader.checks.formulas grades them) ----------------------------------------
+
+symbolic_part(
+    "05_matmul_benchmark.flops_formula",
+    SymbolicPart(
+        variable="flops_formula",
+        question="the floating-point operations of the product X @ W.T for X of shape B x d_in and W of shape "
+        "d_out x d_in",
+        symbols={"B": "batch size", "d_in": "input features", "d_out": "output units"},
+        answers=("2*B*d_in*d_out",),
+        known=(
+            KnownAnswer(
+                ("B*d_in*d_out",),
+                "That counts multiply-adds. Each multiply-add is two floating-point "
+                "operations, a multiplication and an addition.",
+                ("flops-missing-factor-2",),
+            ),
+            KnownAnswer(
+                ("B*d_out*(2*d_in - 1)",),
+                "Correct as an exact count (d_in products and d_in - 1 sums "
+                "per output). The usual convention counts two operations per multiply-add, "
+                "2*B*d_in*d_out.",
+                fraction=1.0,
+            ),
+            KnownAnswer(
+                ("2*B*d_in*d_out + B*d_out",),
+                "That adds the bias additions; the question asks for the matrix product X @ W.T only.",
+                fraction=0.5,
+            ),
+        ),
+        example={"B": 2, "d_in": 3, "d_out": 4},
+        hint="Each of the B*d_out outputs is a dot product of length d_in; count its multiplications and "
+        "additions.",
+        on_correct="Correct: B*d_out dot products of length d_in, two operations per multiply-add.",
+    ),
+)

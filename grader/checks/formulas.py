@@ -2,7 +2,8 @@
 
 `SYMBOLIC_PARTS` states, for every symbolic part, the symbols (and matrix symbols with their
 shapes) an answer may use, the accepted answers and the recognised wrong models, so that
-notebooks and documentation can quote the same declarations the grader uses.
+notebooks and documentation can quote the same declarations the grader uses. Each assignment's
+checks module declares its own parts with `symbolic_part(key, SymbolicPart(...))`.
 
 A scalar answer is correct when it is equivalent to the expected formula (any algebraic
 form); a matrix answer when it has the expected shape and agrees on random matrices. Wrong
@@ -75,193 +76,7 @@ class SymbolicPart:
         )
 
 
-_LAYER_MATRICES = {
-    "X": ("B", "d_in", "the input batch"),
-    "W": ("d_out", "d_in", "the weights"),
-    "G": ("B", "d_out", "dL/dZ, the gradient arriving at the output Z = X W^T + b"),
-    "ones": ("B", "1", "a column of ones"),
-}
-_LAYER_SIZES = {"B": "batch size", "d_in": "input features", "d_out": "output units"}
-
-_NOT_SUMMED = (
-    "Your dL/db keeps one row per observation. The same bias b is added to every row of Z, "
-    "so each row's gradient contributes to it: dL/db adds G up over the batch and has one entry "
-    "per output unit. A column of ones (B x 1) does that sum as a matrix product."
-)
-_MEAN = (
-    "Your dL/db averages G over the batch (it divides by B). The bias is added to every row, so the "
-    "rows' gradients add up: drop the 1/B. (If the loss itself is a mean, that 1/B is already inside G.)"
-)
-
-
-def _layer_gradient(
-    of: str, answers: tuple[str, ...], hint: str, on_correct: str, known: tuple[KnownAnswer, ...] = ()
-) -> SymbolicPart:
-    """The symbolic part asking for dL/d`of` of the dense layer Z = X W^T + b, as a matrix expression."""
-    return SymbolicPart(
-        variable=f"dL_d{of}",
-        question=f"dL/d{of} for Z = X W^T + b, as a matrix expression",
-        symbols=_LAYER_SIZES,
-        matrices=_LAYER_MATRICES,
-        answers=answers,
-        known=known,
-        hint=hint,
-        on_correct=on_correct,
-    )
-
-
-SYMBOLIC_PARTS: dict[str, SymbolicPart] = {
-    "02_parameters.params_formula": SymbolicPart(
-        variable="params_formula",
-        question="the number of parameters of one dense layer from d_in inputs to d_out outputs, biases included",
-        symbols={"d_in": "input features", "d_out": "output units"},
-        answers=("d_out*(d_in + 1)",),
-        known=(
-            KnownAnswer(
-                ("d_in*d_out",),
-                "Your formula counts the weights only. Each output unit also has a bias, so add the biases.",
-                ("missing-bias",),
-            ),
-            KnownAnswer(
-                ("d_in*(d_out + 1)",),
-                "Your formula gives the layer one bias per input. A dense layer "
-                "has one bias per output unit (b has d_out entries).",
-                ("bias-per-input",),
-            ),
-        ),
-        example={"d_in": 4, "d_out": 6},
-        hint="Count the entries of W (d_out x d_in) and of b, and add them.",
-        on_correct="Correct: d_out*d_in weights plus one bias per output unit.",
-        off_limits={
-            "B": (
-                "The batch size B does not appear: the same W and b are used for every row of "
-                "the batch, so the parameter count does not depend on it.",
-                ("batch-changes-weights",),
-            )
-        },
-    ),
-    "02_parameters.doubling_ratio": SymbolicPart(
-        variable="doubling_ratio",
-        question="P(2d)/P(d), where P(d) is the parameter count of a square d -> d dense layer with bias",
-        symbols={"d": "the width of the square layer"},
-        answers=("2*(2*d + 1)/(d + 1)",),
-        known=(
-            KnownAnswer(
-                ("4",),
-                "4 is where the ratio goes for large d, not the ratio itself. Write P(d) with "
-                "its biases and give the exact ratio P(2d)/P(d) as a formula in d.",
-                fraction=0.5,
-            ),
-            KnownAnswer(
-                ("2",),
-                "Doubling the width does not just double the parameters: the weight matrix "
-                "grows in both directions, d*d -> 2d*2d.",
-                ("width-doubling-doubles-params",),
-            ),
-            KnownAnswer(
-                ("(d + 1)/(2*(2*d + 1))",),
-                "Your ratio is upside down: the question asks for "
-                "P(2d)/P(d), the wider layer's count divided by the narrower one's.",
-            ),
-        ),
-        example={"d": 3},
-        hint="Write P(d) = d*d + d for a square layer, substitute 2d, and divide.",
-        on_correct=(
-            "Correct. As d grows the ratio tends to {limit}: the d*d weights grow fourfold while the "
-            "d biases only double."
-        ),
-        limit_of="d",
-    ),
-    "03_gradients.grad_W_expr": _layer_gradient(
-        "W",
-        answers=("G.T*X",),
-        hint=(
-            "W multiplies X in the forward pass, so dL/dW is built from G and X; it must have W's shape, "
-            "d_out x d_in."
-        ),
-        on_correct="Correct: dL/dW = G^T X has shape d_out x d_in, the shape of W.",
-    ),
-    "03_gradients.grad_X_expr": _layer_gradient(
-        "X",
-        answers=("G*W",),
-        hint=(
-            "X is multiplied by W^T in the forward pass, so dL/dX is built from G and W; it must have "
-            "X's shape, B x d_in."
-        ),
-        on_correct="Correct: dL/dX = G W has shape B x d_in, the shape of X.",
-    ),
-    "03_gradients.grad_b_expr": _layer_gradient(
-        "b",
-        answers=("G.T*ones", "ones.T*G"),
-        known=(
-            KnownAnswer(("G", "G.T"), _NOT_SUMMED, ("bias-grad-not-summed",)),
-            KnownAnswer(("G.T*ones/B", "ones.T*G/B"), _MEAN, ("bias-grad-not-summed",)),
-        ),
-        hint="b is added to every row of Z, so dL/db is built from G alone, with one entry per output unit.",
-        on_correct="Correct: the bias gradient adds G up over the batch, one entry per output unit.",
-    ),
-    "04_tensor_parallel.all_reduce_volume": SymbolicPart(
-        variable="all_reduce_volume",
-        question="the number of elements each of p ranks sends in a ring all-reduce of a B x d_out activation",
-        symbols={"p": "number of ranks", "B": "batch size", "d_out": "output units"},
-        answers=("2*(p - 1)/p*B*d_out",),
-        known=(
-            KnownAnswer(
-                ("0",),
-                "The partial outputs of a split layer still have to be added up across the "
-                "ranks, so every rank sends data.",
-                ("split-needs-no-communication",),
-            ),
-            KnownAnswer(
-                ("(p - 1)/p*B*d_out",),
-                "That counts only one of the two phases. A ring all-reduce is "
-                "a reduce-scatter (each rank ends up owning the full sum of one 1/p chunk) followed by an "
-                "all-gather (the summed chunks travel round the ring so every rank has all of them). "
-                "Each phase sends (p - 1) chunks per rank.",
-            ),
-            KnownAnswer(
-                ("2*(p - 1)*B*d_out", "(p - 1)*B*d_out"),
-                "Each ring step sends one chunk, a 1/p "
-                "share of the B x d_out activation, not the whole activation.",
-            ),
-        ),
-        example={"p": 4, "B": 8, "d_out": 16},
-        hint="Split the activation into p chunks and count the chunks each rank sends in the reduce-scatter "
-        "and in the all-gather.",
-        on_correct="Correct: (p - 1) chunks of B*d_out/p elements in each of the two phases.",
-    ),
-    "05_matmul_benchmark.flops_formula": SymbolicPart(
-        variable="flops_formula",
-        question="the floating-point operations of the product X @ W.T for X of shape B x d_in and W of shape "
-        "d_out x d_in",
-        symbols={"B": "batch size", "d_in": "input features", "d_out": "output units"},
-        answers=("2*B*d_in*d_out",),
-        known=(
-            KnownAnswer(
-                ("B*d_in*d_out",),
-                "That counts multiply-adds. Each multiply-add is two floating-point "
-                "operations, a multiplication and an addition.",
-                ("flops-missing-factor-2",),
-            ),
-            KnownAnswer(
-                ("B*d_out*(2*d_in - 1)",),
-                "Correct as an exact count (d_in products and d_in - 1 sums "
-                "per output). The usual convention counts two operations per multiply-add, "
-                "2*B*d_in*d_out.",
-                fraction=1.0,
-            ),
-            KnownAnswer(
-                ("2*B*d_in*d_out + B*d_out",),
-                "That adds the bias additions; the question asks for the matrix product X @ W.T only.",
-                fraction=0.5,
-            ),
-        ),
-        example={"B": 2, "d_in": 3, "d_out": 4},
-        hint="Each of the B*d_out outputs is a dot product of length d_in; count its multiplications and "
-        "additions.",
-        on_correct="Correct: B*d_out dot products of length d_in, two operations per multiply-add.",
-    ),
-}
+SYMBOLIC_PARTS: dict[str, SymbolicPart] = {}  # filled by symbolic_part() in each assignment's checks module
 
 
 @functools.lru_cache(maxsize=None)
@@ -432,6 +247,18 @@ def grade_matrix(key: str, answer, ctx):
     )
 
 
+def symbolic_part(key: str, spec: SymbolicPart) -> SymbolicPart:
+    """Declare the symbolic part `key` ("assignment.part") and register its check; returns `spec`.
+
+    An assignment's grader/checks/<module>.py calls this for each of its symbolic parts.
+    """
+    if key in SYMBOLIC_PARTS:
+        raise ValueError(f"two declarations of the symbolic part {key}")
+    SYMBOLIC_PARTS[key] = spec
+    _register(key)
+    return spec
+
+
 def _register(key: str):
     assignment, part = key.split(".")
     grade = grade_matrix if SYMBOLIC_PARTS[key].is_matrix else grade_scalar
@@ -442,7 +269,3 @@ def _register(key: str):
     check_part.__name__ = f"check_{part}"
     check_part.__doc__ = f"Check {key}: {SYMBOLIC_PARTS[key].question}."
     check(assignment, part)(check_part)
-
-
-for _key in SYMBOLIC_PARTS:
-    _register(_key)

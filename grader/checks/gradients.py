@@ -15,6 +15,7 @@ import numpy as np
 from grader import fakes
 from grader.checks.base import WrongAnswer, check
 from grader.checks.common import CallWording, call_student
+from grader.checks.formulas import KnownAnswer, SymbolicPart, symbolic_part
 from grader.checks.values import as_array, as_float, close, describe
 from grader.codec import CallableSpec
 from grader.reference import gradients as reference
@@ -368,3 +369,83 @@ def check_rel_error(answer, ctx):
                 f"{misuse or 'Use max over entries of |a - b| / max(|a| + |b|, tiny).'}"
             )
     return ctx.passed("Correct: symmetric, scale-free, 0 for equal (and all-zero) arrays.")
+
+
+# --- symbolic parts (grader.checks.formulas grades them) ----------------------------------------
+
+_LAYER_MATRICES = {
+    "X": ("B", "d_in", "the input batch"),
+    "W": ("d_out", "d_in", "the weights"),
+    "G": ("B", "d_out", "dL/dZ, the gradient arriving at the output Z = X W^T + b"),
+    "ones": ("B", "1", "a column of ones"),
+}
+_LAYER_SIZES = {"B": "batch size", "d_in": "input features", "d_out": "output units"}
+
+_NOT_SUMMED = (
+    "Your dL/db keeps one row per observation. The same bias b is added to every row of Z, "
+    "so each row's gradient contributes to it: dL/db adds G up over the batch and has one entry "
+    "per output unit. A column of ones (B x 1) does that sum as a matrix product."
+)
+_MEAN = (
+    "Your dL/db averages G over the batch (it divides by B). The bias is added to every row, so the "
+    "rows' gradients add up: drop the 1/B. (If the loss itself is a mean, that 1/B is already inside G.)"
+)
+
+
+def _layer_gradient_part(
+    of: str, answers: tuple[str, ...], hint: str, on_correct: str, known: tuple[KnownAnswer, ...] = ()
+) -> SymbolicPart:
+    """The symbolic part asking for dL/d`of` of the dense layer Z = X W^T + b, as a matrix expression."""
+    return SymbolicPart(
+        variable=f"dL_d{of}",
+        question=f"dL/d{of} for Z = X W^T + b, as a matrix expression",
+        symbols=_LAYER_SIZES,
+        matrices=_LAYER_MATRICES,
+        answers=answers,
+        known=known,
+        hint=hint,
+        on_correct=on_correct,
+    )
+
+
+symbolic_part(
+    "03_gradients.grad_W_expr",
+    _layer_gradient_part(
+        "W",
+        answers=("G.T*X",),
+        hint=(
+            "W multiplies X in the forward pass, so dL/dW is built from G and X; it must have W's shape, "
+            "d_out x d_in."
+        ),
+        on_correct="Correct: dL/dW = G^T X has shape d_out x d_in, the shape of W.",
+    ),
+)
+
+
+symbolic_part(
+    "03_gradients.grad_X_expr",
+    _layer_gradient_part(
+        "X",
+        answers=("G*W",),
+        hint=(
+            "X is multiplied by W^T in the forward pass, so dL/dX is built from G and W; it must have "
+            "X's shape, B x d_in."
+        ),
+        on_correct="Correct: dL/dX = G W has shape B x d_in, the shape of X.",
+    ),
+)
+
+
+symbolic_part(
+    "03_gradients.grad_b_expr",
+    _layer_gradient_part(
+        "b",
+        answers=("G.T*ones", "ones.T*G"),
+        known=(
+            KnownAnswer(("G", "G.T"), _NOT_SUMMED, ("bias-grad-not-summed",)),
+            KnownAnswer(("G.T*ones/B", "ones.T*G/B"), _MEAN, ("bias-grad-not-summed",)),
+        ),
+        hint="b is added to every row of Z, so dL/db is built from G alone, with one entry per output unit.",
+        on_correct="Correct: the bias gradient adds G up over the batch, one entry per output unit.",
+    ),
+)

@@ -11,6 +11,7 @@ import numpy as np
 
 from grader.checks.base import WrongAnswer, check
 from grader.checks.common import call_student, call_text, distinct_sizes, expect_counts, reject_unanswered
+from grader.checks.formulas import KnownAnswer, SymbolicPart, symbolic_part
 from grader.checks.values import as_int, as_text, describe
 from grader.reference import parameters as ref
 
@@ -281,3 +282,76 @@ def check_training_memory_bytes(answer, ctx):
         "Correct: weights + gradients + optimizer state, e.g. Linear(784, 256) under Adam in "
         "float32 takes 4 * 200,960 * 4 = 3,215,360 bytes before any activation."
     )
+
+
+# --- symbolic parts (grader.checks.formulas grades them) ----------------------------------------
+
+symbolic_part(
+    "02_parameters.params_formula",
+    SymbolicPart(
+        variable="params_formula",
+        question="the number of parameters of one dense layer from d_in inputs to d_out outputs, biases included",
+        symbols={"d_in": "input features", "d_out": "output units"},
+        answers=("d_out*(d_in + 1)",),
+        known=(
+            KnownAnswer(
+                ("d_in*d_out",),
+                "Your formula counts the weights only. Each output unit also has a bias, so add the biases.",
+                ("missing-bias",),
+            ),
+            KnownAnswer(
+                ("d_in*(d_out + 1)",),
+                "Your formula gives the layer one bias per input. A dense layer "
+                "has one bias per output unit (b has d_out entries).",
+                ("bias-per-input",),
+            ),
+        ),
+        example={"d_in": 4, "d_out": 6},
+        hint="Count the entries of W (d_out x d_in) and of b, and add them.",
+        on_correct="Correct: d_out*d_in weights plus one bias per output unit.",
+        off_limits={
+            "B": (
+                "The batch size B does not appear: the same W and b are used for every row of "
+                "the batch, so the parameter count does not depend on it.",
+                ("batch-changes-weights",),
+            )
+        },
+    ),
+)
+
+
+symbolic_part(
+    "02_parameters.doubling_ratio",
+    SymbolicPart(
+        variable="doubling_ratio",
+        question="P(2d)/P(d), where P(d) is the parameter count of a square d -> d dense layer with bias",
+        symbols={"d": "the width of the square layer"},
+        answers=("2*(2*d + 1)/(d + 1)",),
+        known=(
+            KnownAnswer(
+                ("4",),
+                "4 is where the ratio goes for large d, not the ratio itself. Write P(d) with "
+                "its biases and give the exact ratio P(2d)/P(d) as a formula in d.",
+                fraction=0.5,
+            ),
+            KnownAnswer(
+                ("2",),
+                "Doubling the width does not just double the parameters: the weight matrix "
+                "grows in both directions, d*d -> 2d*2d.",
+                ("width-doubling-doubles-params",),
+            ),
+            KnownAnswer(
+                ("(d + 1)/(2*(2*d + 1))",),
+                "Your ratio is upside down: the question asks for "
+                "P(2d)/P(d), the wider layer's count divided by the narrower one's.",
+            ),
+        ),
+        example={"d": 3},
+        hint="Write P(d) = d*d + d for a square layer, substitute 2d, and divide.",
+        on_correct=(
+            "Correct. As d grows the ratio tends to {limit}: the d*d weights grow fourfold while the "
+            "d biases only double."
+        ),
+        limit_of="d",
+    ),
+)

@@ -22,6 +22,7 @@ from grader.checks.common import (
     show_args,
 )
 from grader.checks.distributed import verify_split_on_processes
+from grader.checks.formulas import KnownAnswer, SymbolicPart, symbolic_part
 from grader.checks.values import as_array, as_float, describe
 from grader.reference import tensor_parallel as ref
 from grader.student import StudentRaised
@@ -537,3 +538,40 @@ def check_communication_elements(answer, ctx):
         )
         raise WrongAnswer(f"{setting} you returned {got:g} elements per rank. {ring}")
     return ctx.passed("Correct: (p-1)/p * N per rank for an all-gather and 2(p-1)/p * N for an all-reduce.")
+
+
+# --- symbolic parts (grader.checks.formulas grades them) ----------------------------------------
+
+symbolic_part(
+    "04_tensor_parallel.all_reduce_volume",
+    SymbolicPart(
+        variable="all_reduce_volume",
+        question="the number of elements each of p ranks sends in a ring all-reduce of a B x d_out activation",
+        symbols={"p": "number of ranks", "B": "batch size", "d_out": "output units"},
+        answers=("2*(p - 1)/p*B*d_out",),
+        known=(
+            KnownAnswer(
+                ("0",),
+                "The partial outputs of a split layer still have to be added up across the "
+                "ranks, so every rank sends data.",
+                ("split-needs-no-communication",),
+            ),
+            KnownAnswer(
+                ("(p - 1)/p*B*d_out",),
+                "That counts only one of the two phases. A ring all-reduce is "
+                "a reduce-scatter (each rank ends up owning the full sum of one 1/p chunk) followed by an "
+                "all-gather (the summed chunks travel round the ring so every rank has all of them). "
+                "Each phase sends (p - 1) chunks per rank.",
+            ),
+            KnownAnswer(
+                ("2*(p - 1)*B*d_out", "(p - 1)*B*d_out"),
+                "Each ring step sends one chunk, a 1/p "
+                "share of the B x d_out activation, not the whole activation.",
+            ),
+        ),
+        example={"p": 4, "B": 8, "d_out": 16},
+        hint="Split the activation into p chunks and count the chunks each rank sends in the reduce-scatter "
+        "and in the all-gather.",
+        on_correct="Correct: (p - 1) chunks of B*d_out/p elements in each of the two phases.",
+    ),
+)

@@ -5,7 +5,7 @@ process; `RemoteFunction` lets checks call a student function there exactly as t
 `LocalFunction`. The trusted grader decodes every reply with grader.codec and never unpickles.
 """
 
-from grader.sandbox.remote import RemoteFunction, remote_value
+from grader.sandbox.remote import RemoteFunction
 from grader.sandbox.runner import (
     CellOutcome,
     IsolationUnavailable,
@@ -23,5 +23,4 @@ __all__ = [
     "SandboxError",
     "Session",
     "hidden_paths",
-    "remote_value",
 ]

@@ -1,4 +1,4 @@
-"""Student functions and variables living in a sandboxed process, seen only as data."""
+"""Student functions living in a sandboxed process, seen only as data (values: Session.value)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,3 @@ class RemoteFunction(StudentFunction):
 
     def _call(self, wire_args: bytes) -> bytes:
         return self.session.call(self.name, wire_args, self.generation, self.last_callables)
-
-
-def remote_value(session: Session, name: str):
-    """A student's variable as decoded data (raises NotDefined, StudentTimeout, StudentCrashed)."""
-    return session.value(name)
