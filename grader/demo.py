@@ -45,7 +45,10 @@ def add_arguments(parser):
 
 
 def prepare(directory: Path, repo: Path) -> None:
-    """Copy the course into `directory` with the demo's shorter time limits (CourseError if course.yml is bad)."""
+    """Copy the course into `directory` with the demo's shorter time limits.
+
+    Raises CourseError, before copying anything, when course.yml is malformed.
+    """
     load_course(repo / "course.yml")  # a malformed course.yml: CourseError before anything is copied
     if not (repo / "source").is_dir() or not any((repo / "source").glob("*/*.ipynb")):
         raise FileNotFoundError(f"the course notebooks are missing under {repo / 'source'}")
@@ -90,8 +93,8 @@ def run(args) -> int:
         print(f"Note: the notebooks of {', '.join(missing)} are not in source/ yet, so they are left out.")
     print(
         f"{len(students)} students handed in {len(submissions)} notebooks. Demo limits: "
-        f"{course.limits.part_timeout_s:g} s per call into student code, {course.limits.notebook_timeout_s:g} s "
-        f"per notebook; {workers} worker(s).\n"
+        f"{course.limits.part_timeout_s:g} s per call into student code, "
+        f"{course.limits.notebook_timeout_s:g} s per notebook; {workers} worker(s).\n"
     )
     start = time.monotonic()
     try:
@@ -205,7 +208,8 @@ def gradebook_intact(course, directory: Path, outcomes) -> tuple[bool, str]:
             if stored.get(part["id"]) != expected:
                 return (
                     False,
-                    f"{outcome.job.student}/{outcome.job.assignment}.{part['id']} differs from the autograder's result",
+                    f"{outcome.job.student}/{outcome.job.assignment}.{part['id']} differs from "
+                    "the autograder's result",
                 )
     return True, f"all {len(outcomes)} submissions in the gradebook match the autograder's results"
 
@@ -266,7 +270,8 @@ def report(course, directory: Path, outcomes, rows, elapsed: float, intact: bool
     example = next(iter(sorted((directory / "feedback").rglob("*.html"))), None)
     out += [
         "Where things are:",
-        f"  gradebook (nbgrader)  {directory / 'gradebook.db'}  ({manual} free-text answers wait for manual grading)",
+        f"  gradebook (nbgrader)  {directory / 'gradebook.db'}  "
+        f"({manual} free-text answers wait for manual grading)",
         f"  feedback pages        {directory / 'feedback'}/<student>/<assignment>/<notebook>.html",
     ]
     if example is not None:

@@ -126,7 +126,8 @@ def _find(relative):
     here = os.path.abspath(os.getcwd())
     candidates = [os.path.join(here, *[".."] * up, relative) for up in range(8)]
     for root in ("/tmp", "/work", os.path.expanduser("~")):
-        candidates += glob.glob(os.path.join(root, "*", relative)) + glob.glob(os.path.join(root, "*", "*", relative))
+        candidates += glob.glob(os.path.join(root, "*", relative))
+        candidates += glob.glob(os.path.join(root, "*", "*", relative))
     return [os.path.abspath(c) for c in candidates if os.path.exists(c)]
 '''
 

@@ -86,9 +86,10 @@ def render(course, result, course_dir: str | os.PathLike | None = None) -> str:
             else f"{part_result.score:g} / {part_result.max_score:g}"
         )
         out.append('<section class="part">')
+        badge = f'<span class="badge {html.escape(status)}">{html.escape(status)}</span>'
         out.append(
             f"<h2><span>Task {html.escape(part.task)}: <code>{html.escape(part.name)}</code></span>"
-            f'<span>{score} <span class="badge {html.escape(status)}">{html.escape(status)}</span></span></h2>'
+            f"<span>{score} {badge}</span></h2>"
         )
         answer = answers.get(part.id)
         if answer is not None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import test_autograde
+
 from grader.demo_class import CLASS
-from test_autograde import demo_run, pytestmark  # noqa: F401  (the shared session fixture and marks)
+
+demo_run, pytestmark = test_autograde.demo_run, test_autograde.pytestmark  # the shared session fixture
 
 
 def test_demo_runs_end_to_end(demo_run):
