@@ -20,6 +20,7 @@ from grader.pipeline.executors import LocalExecutor
 from grader.pipeline.jobs import Job
 from grader.result import PartResult, Status
 
+REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.xdist_group("autograde_fake")
 SURROGATE, NUL = chr(0xD800), "\x00"
 
@@ -238,3 +239,40 @@ def test_a_limits_change_regrades_everything(tmp_path):
     _edit_course(course_dir, lambda data: data["limits"].update(part_timeout_s=7))
     outcomes, grader = run_fake(course_dir)
     assert len(grader.calls) == 6 and all(o.graded for o in outcomes)
+
+
+# --- the real grader: a student's exception message and answer text ----------------------------
+
+
+@pytest.mark.slow
+def test_a_surrogate_and_nul_raised_by_student_code_reach_every_record_safely(tmp_path):
+    from grader.demo import DEMO_SECRET, prepare
+    from grader.demo_class import CLASS, DemoStudent, write_submissions
+
+    course_dir = tmp_path / "course"
+    prepare(course_dir, REPO)
+    course = load_course(course_dir / "course.yml")
+    hostile = DemoStudent(
+        "zoe",
+        "raises a surrogate and NUL",
+        "solutions",
+        {
+            "01_shapes.linear_forward": "def linear_forward(X, W, b):\n"
+            "    raise ValueError(chr(0xD800) + chr(0) + '<script>alert(1)</script>')\n",
+            "01_shapes.relu_zero_reason": f"Because {SURROGATE}{NUL} <img src=x onerror=alert(1)>",
+        },
+    )
+    ada = next(student for student in CLASS if student.id == "ada")
+    write_submissions(course, course_dir, [ada, hostile], ["01_shapes"])
+    with open(tmp_path / "progress.log", "w") as stream:
+        outcomes = ag.autograde(course, course_dir, workers=1, secret=DEMO_SECRET, progress_stream=stream)
+    assert not any(o.problem for o in outcomes) and all(o.graded for o in outcomes)
+    zoe = outcome_of(outcomes, "zoe")
+    part = next(p for p in zoe.result["parts"] if p["id"] == "linear_forward")
+    assert part["score"] == 0 and part["status"] == "error" and "\ufffd" in part["feedback"]
+    texts = [text for _, text, _ in rows_by_student(course_dir)[("zoe", "01_shapes")]["comments"] if text]
+    assert all(SURROGATE not in text and NUL not in text for text in texts)
+    page = (course_dir / "feedback" / "zoe" / "01_shapes" / "01_shapes.html").read_text(encoding="utf-8")
+    assert "<script>" not in page and "<img" not in page and "&lt;script&gt;" in page
+    ada_result = outcome_of(outcomes, "ada").result
+    assert all(p["score"] == p["max_score"] for p in ada_result["parts"] if p["status"] not in ("manual",))
