@@ -398,3 +398,26 @@ def test_a_worker_with_another_secret_is_excluded_and_the_rest_grade(
     assert gradebook_dump(directory) == reference_dump
     text = log.read_text()
     assert f"excluded Dask worker {bad}" in text and "different course secret" in text
+
+
+def test_a_worker_is_judged_by_its_identity_and_excluded_by_name():
+    grading = offline_grading()
+    grading.environment, grading.excluded, grading.notes = environment_fingerprint(), {}, []
+    heard = []
+    grading.warn = heard.append
+    good = {
+        "protocol": PROTOCOL,
+        "environment": environment_fingerprint(),
+        "secret": secret_fingerprint(SECRET),
+    }
+    assert grading.identity_problem(good) is None
+    other_code = dict(good, environment=dict(environment_fingerprint(), grader="0123456789abcdef"))
+    assert "0123456789abcdef" in grading.identity_problem(other_code)
+    assert "LAYERS_GRADER_SECRET" in grading.identity_problem(dict(good, secret="another"))
+    assert "could not describe itself" in grading.identity_problem(OSError("gone"))
+    grading.exclude("tcp://10.0.0.9:1234", "it grades with a different course secret")
+    grading.exclude("tcp://10.0.0.9:1234", "again")  # named once
+    assert grading.excluded == {"tcp://10.0.0.9:1234": "it grades with a different course secret"}
+    assert heard == [
+        "autograde: excluded Dask worker tcp://10.0.0.9:1234: it grades with a different course secret"
+    ]
