@@ -22,6 +22,7 @@ if importlib.util.find_spec("grader") is None:
 
 from grader.build.pipelines import assignment_steps, solution_steps  # noqa: E402
 from grader.course import load_course  # noqa: E402
+from grader.formgrader import feedback_steps  # noqa: E402
 from grader.gradebook import gradebook_url  # noqa: E402
 
 course = load_course(ROOT / "course.yml")
@@ -36,6 +37,8 @@ c.CourseDirectory.solution_directory = "solutions"
 c.CourseDirectory.db_url = gradebook_url(ROOT)
 # formgrader shows outputs cleaned (the autograded copies it opens carry none: grader/formgrader.py).
 c.HTMLExporter.sanitize_html = True
+# nbgrader generate_feedback renders those copies for students: without the mark schemes shown to graders.
+c.GenerateFeedback.preprocessors = feedback_steps()
 
 c.GenerateAssignment.create_assignment = True
 # assignments/ is committed, so regenerate it instead of skipping it; the output is identical

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from grader.notebook import MARK_SCHEME_TAG
 from grader.text import safe_text as storable_text
 
 MAX_CELL_CHARS = 200_000
@@ -102,7 +103,30 @@ def _cell(cell_type: str, source: str, index: int, nbgrader: dict | None = None)
 def _mark_scheme_cell(text: str, index: int) -> dict:
     body = safe_markdown(text, "panel-body")
     heading = '<div class="panel-heading"><strong>Mark scheme</strong> (shown to graders only)</div>'
-    return _cell("markdown", f'<div class="panel panel-info layers-mark-scheme">{heading}{body}</div>', index)
+    cell = _cell("markdown", f'<div class="panel panel-info layers-mark-scheme">{heading}{body}</div>', index)
+    cell["metadata"]["tags"] = [MARK_SCHEME_TAG]  # feedback_steps() drops it from student pages
+    return cell
+
+
+def feedback_steps() -> list:
+    """`nbgrader generate_feedback`'s preprocessors, led by one that drops the mark-scheme cells.
+
+    generate_feedback renders the autograded copies written here for students; the mark scheme
+    shown to graders must not reach them. For nbgrader_config.py: c.GenerateFeedback.preprocessors.
+    """
+    from nbconvert.preprocessors import TagRemovePreprocessor
+    from nbgrader.converters import GenerateFeedback
+    from traitlets import Bool, Set, Unicode
+
+    class RemoveMarkSchemes(TagRemovePreprocessor):
+        """Removes every cell tagged mark-scheme (on by default, unlike TagRemovePreprocessor)."""
+
+        enabled = Bool(True, help="Whether to remove the mark-scheme cells.").tag(config=True)
+        remove_cell_tags = Set(
+            Unicode(), default_value={MARK_SCHEME_TAG}, help="Tags of the cells to remove."
+        ).tag(config=True)
+
+    return [RemoveMarkSchemes, *GenerateFeedback.class_traits()["preprocessors"].default()]
 
 
 def formgrader_notebook(course, assignment, submitted_cells: list) -> dict:

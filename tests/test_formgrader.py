@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -20,11 +23,13 @@ from test_gradebook import run_fake
 
 from grader import formgrader
 from grader.course import load_course
+from grader.gradebook import GRADEBOOK_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "01_shapes"
 MANUAL_PART = "relu_zero_reason"
 ANSWER_MARKER = "The bias -4 turns this unit off"
+MARK_SCHEME_TEXT = "ReLU maps negative values to 0"
 SCRIPT = "<script>document.title = 'PWNED-script'; fetch('/pwned-script');</script>"
 IMAGE = "<img src=\"/pwned-img-src\" onerror=\"document.title = 'PWNED-img'; fetch('/pwned-img')\">"
 
@@ -171,7 +176,8 @@ def test_the_copy_carries_no_outputs_attachments_or_foreign_metadata(graded):
         assert cell["cell_type"] in ("code", "markdown")
         if cell["cell_type"] == "code":
             assert cell["outputs"] == [] and cell["execution_count"] is None
-        assert set(cell["metadata"]) <= {"nbgrader"}
+        assert set(cell["metadata"]) <= {"nbgrader", "tags"}
+        assert cell["metadata"].get("tags", ["mark-scheme"]) == ["mark-scheme"]  # only the course's own tag
         nbgrader = cell["metadata"].get("nbgrader")
         if nbgrader:
             info = trusted[nbgrader["grade_id"]]
@@ -200,14 +206,16 @@ def test_markdown_is_cleaned_and_the_mark_scheme_follows_the_answer(graded):
     answer, scheme = cells[index]["source"], cells[index + 1]["source"]
     assert ANSWER_MARKER in answer and "&lt;script&gt;" in answer
     assert "<script" not in answer and "<img" not in answer and "javascript:" not in answer
-    assert "Mark scheme" in scheme and "ReLU maps negative values to 0" in scheme
-    assert not cells[index + 1]["metadata"]  # shown next to the answer, graded nowhere
+    assert "Mark scheme" in scheme and MARK_SCHEME_TEXT in scheme
+    assert cells[index + 1]["metadata"] == {
+        "tags": ["mark-scheme"]
+    }  # shown next to the answer, graded nowhere
     assert all("<script" not in cell["source"] for cell in cells if cell["cell_type"] == "markdown")
 
 
 def test_formgraders_template_renders_no_student_script(graded):
     page = render_like_formgrader(autograded_copy(graded, "eve"))
-    assert ANSWER_MARKER in page and "ReLU maps negative values to 0" in page
+    assert ANSWER_MARKER in page and MARK_SCHEME_TEXT in page
     assert active_content(page) == []
     assert "PWNED" not in page.split("<title>")[1].split("</title>")[0]
 
@@ -292,3 +300,26 @@ def test_a_student_folder_named_with_markup_never_reaches_formgrader(tmp_path):
     assert [outcome.job.student for outcome in outcomes] == ["ada"]
     assert "not a usable student id" in (course_dir / "progress.log").read_text()
     assert not (course_dir / "autograded" / hostile_id).exists()
+
+
+def nbgrader(course_dir: Path, *args: str, gradebook_url: str | None = None):
+    """nbgrader's own CLI run in `course_dir` (its nbgrader_config.py) -> CompletedProcess.
+
+    The gradebook is `gradebook_url` given as $LAYERS_GRADEBOOK_URL, else the course's gradebook.db.
+    """
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
+    env.pop(GRADEBOOK_ENV, None)
+    env.update({GRADEBOOK_ENV: gradebook_url} if gradebook_url else {})
+    command = [str(Path(sys.executable).with_name("nbgrader")), *args]
+    return subprocess.run(command, cwd=course_dir, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_nbgraders_feedback_pages_leave_the_mark_scheme_out(graded):
+    """`nbgrader generate_feedback` renders the autograded copies for students: no mark scheme there."""
+    copy_ = autograded_copy(graded, "ada").read_text(encoding="utf-8")
+    assert MARK_SCHEME_TEXT in copy_  # the copy holds it, so only the feedback steps can drop it
+    shutil.copy(REPO / "nbgrader_config.py", graded / "nbgrader_config.py")
+    done = nbgrader(graded, "generate_feedback", ASSIGNMENT, "--student", "ada", "--force")
+    assert done.returncode == 0, done.stderr[-2000:]
+    page = (graded / "feedback" / "ada" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+    assert "Task 1.3" in page and MARK_SCHEME_TEXT not in page and "Mark scheme" not in page

@@ -24,6 +24,7 @@ from test_browser import UI_TIMEOUT_S, chromium  # noqa: F401  (the Chromium fix
 from test_formgrader import (
     ANSWER_MARKER,
     ASSIGNMENT,
+    MARK_SCHEME_TEXT,
     copy_course,
     hostile_notebook,
     released,
@@ -36,7 +37,6 @@ from grader.course import load_course
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts" / "formgrader"
 SERVER_START_TIMEOUT_S = 180
-MARK_SCHEME_TEXT = "ReLU maps negative values to 0"
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("formgrader_browser")]
 
 

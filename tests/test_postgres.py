@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from conftest import gradebook_dump
+from test_formgrader import nbgrader
 from test_gradebook import FakeGrader, make_course, run_fake
 
 from grader import gradebook as gbm
@@ -218,7 +219,6 @@ def test_one_setting_serves_autograde_export_and_nbgraders_cli(database, tmp_pat
     course_dir = make_course(tmp_path / "course")
     shutil.copy(REPO / "nbgrader_config.py", course_dir / "nbgrader_config.py")
     env = {**os.environ, gbm.GRADEBOOK_ENV: database}
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     run_fake(course_dir, db_url=database)
     exported = subprocess.run(
         [sys.executable, "-m", "grader", "export", "--csv", "-", "--course", str(course_dir)],
@@ -230,14 +230,7 @@ def test_one_setting_serves_autograde_export_and_nbgraders_cli(database, tmp_pat
     assert exported.returncode == 0, exported.stderr
     rows = list(csv.DictReader(io.StringIO(exported.stdout)))
     assert [row["student"] for row in rows] == ["ada", "bob", "cy"]
-    listed = subprocess.run(
-        [str(Path(sys.executable).with_name("nbgrader")), "db", "student", "list"],
-        cwd=course_dir,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    listed = nbgrader(course_dir, "db", "student", "list", gradebook_url=database)
     assert listed.returncode == 0, listed.stderr[-2000:]
     assert all(f"{student} (" in listed.stdout for student in ("ada", "bob", "cy")), listed.stdout
     assert not (course_dir / "gradebook.db").exists()  # nothing went to a SQLite file on the side
