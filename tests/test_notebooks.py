@@ -107,6 +107,48 @@ def test_released_notebook_runs_to_the_end_and_fails_only_in_test_cells(assignme
     assert not untouched, f"these test cells passed on the stubs: {untouched}"
 
 
+WRONG_RESULT = "'a wrong answer'"
+
+
+def with_wrong_answers(notebook, assignment):
+    """The release with every stub answered wrongly: functions return a string, values are a string."""
+    names = {part.name for part in assignment.parts if part.kind != "manual"}
+    for cell in notebook.cells:
+        if cell.cell_type != "code" or not grade_id(cell).startswith("answer_"):
+            continue
+        lines = []
+        for line in cell.source.split("\n"):
+            stripped = line.strip()
+            indent = line[: len(line) - len(line.lstrip())]
+            if stripped.startswith("raise NotImplementedError("):
+                line = f"{indent}return {WRONG_RESULT}"
+            elif stripped.split("=")[0].strip() in names and stripped.split("=", 1)[-1].strip().startswith(
+                "None"
+            ):
+                line = f"{indent}{stripped.split('=')[0].strip()} = {WRONG_RESULT}"
+            lines.append(line)
+        cell.source = "\n".join(lines)
+    return notebook
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", BUILT, ids=IDS)
+def test_figures_and_helpers_survive_wrong_answers(assignment, tmp_path):
+    """With every task answered wrongly, only test cells fail: no figure, sweep or helper cell crashes."""
+    released = nbformat.read(ROOT / "assignments" / assignment.id / assignment.notebook, as_version=4)
+    notebook = execute(with_wrong_answers(released, assignment), tmp_path, allow_errors=True)
+    tests = {part.id for part in assignment.parts if part.kind != "manual"}
+    crashed = [
+        f"cell {cell.id}: {errors(cell)[0].ename}: {errors(cell)[0].evalue[:300]}"
+        for cell in notebook.cells
+        if errors(cell) and grade_id(cell) not in tests
+    ]
+    assert not crashed, "\n".join(crashed)
+    failed = {grade_id(cell): errors(cell)[0].ename for cell in notebook.cells if errors(cell)}
+    assert "NotImplementedError" not in failed.values(), f"a stub was left unanswered: {failed}"
+    assert set(failed) == tests, f"these public tests passed a wrong answer: {sorted(tests - set(failed))}"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment", BUILT, ids=IDS)
 def test_released_stubs_score_zero_with_not_implemented_feedback(assignment):
