@@ -35,6 +35,8 @@ c.CourseDirectory.release_directory = "assignments"
 c.CourseDirectory.solution_directory = "solutions"
 # The gradebook of `python -m grader autograde` and `export`: $LAYERS_GRADEBOOK_URL, else gradebook.db here.
 c.CourseDirectory.db_url = gradebook_url(ROOT)
+# formgrader would print this whole configuration, the gradebook URL and its password included, on a page.
+c.FormgradeExtension.debug = False
 # formgrader shows outputs cleaned (the autograded copies it opens carry none: grader/formgrader.py).
 c.HTMLExporter.sanitize_html = True
 # nbgrader generate_feedback renders those copies for students: without the mark schemes shown to graders.

@@ -132,3 +132,16 @@ def test_formgrader_runs_nothing_of_the_hostile_submission(chromium, server, cou
     assert "<script>document.title" in seen["text"]  # shown, not run
     assert "Mark scheme" in seen["text"] and MARK_SCHEME_TEXT in seen["text"]
     assert "hidden tests passed" not in seen["text"].lower()  # the forged output is gone
+
+
+def test_formgraders_pages_do_not_show_the_gradebook_url(server, course):
+    """formgrader can print its whole configuration on a page, gradebook URL (and password) included."""
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{server.url}/formgrader/manage_assignments", headers={"Authorization": f"token {server.token}"}
+    )
+    with urllib.request.urlopen(request, timeout=UI_TIMEOUT_S) as response:
+        page = response.read().decode("utf-8")
+    assert "Manage Assignments" in page
+    assert "db_url" not in page and "gradebook.db" not in page
