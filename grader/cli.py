@@ -13,6 +13,9 @@ COMMANDS = {
     "autograde": ("grader.autograde", "grade submitted/ into nbgrader's gradebook"),
     "export": ("grader.export", "write grades to CSV"),
     "build": ("grader.build", "regenerate assignments/ and solutions/ from source/"),
+    "release-student": ("grader.editions.release", "write the student (or self-study) edition of the course"),
+    "serve": ("grader.service.serve", "run the grading service students submit to"),
+    "tokens": ("grader.service.tokens", "print the students' grading-service tokens"),
 }
 ISOLATING = ("demo", "check", "autograde")  # the commands that run student code
 # The same names as grader.sandbox.runner.UNSAFE_FLAG / UNSAFE_ENV (importing it here costs 0.5 s).

@@ -6,6 +6,7 @@ import keyword
 import math
 import re
 from dataclasses import dataclass
+from datetime import date, datetime, timezone
 from pathlib import Path
 
 import yaml
@@ -29,6 +30,19 @@ class Limits:
     memory_mb: int = 3072
     output_kb: int = 256
     workers: int = 2
+
+
+@dataclass(frozen=True)
+class ServicePolicy:
+    """The grading service's rules (course.yml `service:`); see grader/service/."""
+
+    attempts_per_hour: int = 10
+    hidden_feedback_before_deadline: bool = True
+    max_upload_kb: int = 8192
+    deadlines: tuple[tuple[str, datetime], ...] = ()  # (assignment id, aware UTC datetime)
+
+    def deadline(self, assignment_id: str) -> datetime | None:
+        return dict(self.deadlines).get(assignment_id)
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,7 @@ class Course:
     assignments: tuple[Assignment, ...]
     path: Path
     exercises: int | None = None  # the chapter's exercise count: parts may cite 1..exercises
+    service: ServicePolicy = ServicePolicy()
 
     def assignment(self, assignment_id: str) -> Assignment:
         for assignment in self.assignments:
@@ -176,7 +191,7 @@ def load_course(path: str | Path = DEFAULT_COURSE_FILE) -> Course:
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise CourseError(f"{path.name}: not valid YAML: {_yaml_problem(error)}") from None
     top = reader.mapping(
-        raw, "top level", {"course_id", "title", "secret_env", "exercises", "limits", "assignments"}
+        raw, "top level", {"course_id", "title", "secret_env", "exercises", "limits", "assignments", "service"}
     )
     course_id = reader.field(top, "course_id", "", str)
     if not course_id.strip():
@@ -210,7 +225,39 @@ def load_course(path: str | Path = DEFAULT_COURSE_FILE) -> Course:
                     f"notebook {assignment.notebook!r} is already used by {earlier.id!r}",
                 )
         assignments.append(assignment)
-    return Course(course_id, title, secret_env, limits, tuple(assignments), path.resolve(), exercises)
+    service = _service(reader, top.get("service", {}), {a.id for a in assignments})
+    return Course(course_id, title, secret_env, limits, tuple(assignments), path.resolve(), exercises, service)
+
+
+def _service(reader: _Reader, raw, assignment_ids: set[str]) -> ServicePolicy:
+    fields = ServicePolicy.__dataclass_fields__
+    raw = reader.mapping(raw, "service", set(fields))
+    default = ServicePolicy()
+    attempts = reader.positive(raw, "attempts_per_hour", "service", int, default=default.attempts_per_hour)
+    upload = reader.positive(raw, "max_upload_kb", "service", int, default=default.max_upload_kb)
+    hidden = reader.field(
+        raw,
+        "hidden_feedback_before_deadline",
+        "service",
+        bool,
+        False,
+        default.hidden_feedback_before_deadline,
+    )
+    deadlines = reader.mapping(raw.get("deadlines", {}), "service.deadlines", assignment_ids)
+    parsed = []
+    for assignment_id, value in deadlines.items():
+        if type(value) is str:
+            try:
+                value = datetime.fromisoformat(value)
+            except ValueError:
+                pass
+        if type(value) is not datetime:
+            kind = "a date without a time" if type(value) is date else repr(value)
+            reader.fail(f"service.deadlines.{assignment_id}", f"expected a date and time, got {kind}")
+        if value.tzinfo is None:
+            reader.fail(f"service.deadlines.{assignment_id}", f"{value} needs a time zone (e.g. Z or +01:00)")
+        parsed.append((assignment_id, value.astimezone(timezone.utc)))
+    return ServicePolicy(attempts, hidden, upload, tuple(sorted(parsed)))
 
 
 def _limits(reader: _Reader, raw) -> Limits:

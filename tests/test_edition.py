@@ -1,0 +1,443 @@
+"""The student edition holds nothing of the grader, and works as a student would set it up.
+
+The scan collects what must stay hidden, by content: every non-trivial line of the reference
+functions' bodies (grader/reference/), of the checks (grader/checks/), of the solution regions,
+hidden-test regions and mark-scheme cells of the source notebooks. Lines that the source notebooks
+also show in their public cells are not secrets. No file of the edition may contain any of them,
+nor any grader marker. The fresh-venv test installs the edition's pinned environment into a new
+virtual environment and runs every released notebook there up to its first unfinished task.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import keyword
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from grader.course import load_course
+from grader.editions.release import STUDENT_LOCK, ReleaseError, release
+from grader.editions.submit_cell import SOURCE as SUBMIT_SOURCE
+from grader.editions.submit_cell import is_submit_cell
+
+ROOT = Path(__file__).resolve().parents[1]
+COURSE = load_course(ROOT / "course.yml")
+MIN_LINE = 20  # shorter lines ("return z", "raise ValueError(") say nothing about an answer
+COMMON = set(keyword.kwlist) | set(dir(builtins)) | {"_", "self", "error", "np", "torch"}
+MARKERS = (
+    "BEGIN SOLUTION",
+    "END SOLUTION",
+    "BEGIN HIDDEN TESTS",
+    "assert_part(",
+    "mark_scheme",
+    "Mark scheme",
+)
+REGION = re.compile(r"### BEGIN (SOLUTION|HIDDEN TESTS)[^\n]*\n(.*?)### END \1", re.S)
+LOCK_ROOTS = ("numpy", "torch", "matplotlib", "ipywidgets", "jupyterlab")
+VENV_INSTALL_TIMEOUT_S = 900
+NOTEBOOK_TIMEOUT_S = 300
+
+
+def _telling(line: str) -> bool:
+    """A line that could only come from one place: long, whole, and naming two things of its own."""
+    if len(line) < MIN_LINE or line.endswith(("(", "[", "{", ",")):
+        return False
+    names = set(re.findall(r"[A-Za-z_]\w*", re.sub(r"\"[^\"]*\"|'[^']*'", "", line))) - COMMON
+    return len(names) >= 2
+
+
+def _lines(text: str) -> set[str]:
+    return {line.strip() for line in text.splitlines() if _telling(line.strip())}
+
+
+def _code_lines(node, source: str) -> set[str]:
+    """The lines of `node`'s body without its docstring."""
+    body = node.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+        body = body[1:]
+    lines = source.splitlines()
+    found = set()
+    for statement in body:
+        found |= _lines("\n".join(lines[statement.lineno - 1 : statement.end_lineno]))
+    return found
+
+
+def _cell_text(cell) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def secrets() -> dict[str, str]:
+    """Line -> where it comes from, for every line the student edition must not contain."""
+    found: dict[str, str] = {}
+    for path in sorted((ROOT / "grader" / "reference").glob("*.py")):
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for line in _code_lines(node, source):
+                    found.setdefault(line, f"grader/reference/{path.name}:{node.name}")
+    for path in sorted((ROOT / "grader" / "checks").glob("*.py")):
+        for line in _lines(path.read_text()):
+            if not line.startswith(("import ", "from ", "#")):
+                found.setdefault(line, f"grader/checks/{path.name}")
+    public: list[str] = []
+    for assignment in COURSE.assignments:
+        notebook = json.loads((ROOT / "source" / assignment.id / assignment.notebook).read_text())
+        for index, cell in enumerate(notebook["cells"]):
+            text = _cell_text(cell)
+            where = f"source/{assignment.id} cell {index}"
+            if "mark-scheme" in cell.get("metadata", {}).get("tags", []):
+                for line in _lines(text):
+                    found.setdefault(line, f"{where} (mark scheme)")
+                continue
+            for match in REGION.finditer(text):
+                for line in _lines(match.group(2)):
+                    found.setdefault(line, f"{where} ({match.group(1).lower()})")
+            public.append(REGION.sub("", text))
+    shown = "\n".join(public)
+    return {line: where for line, where in found.items() if line not in shown}
+
+
+SECRETS = secrets()
+
+
+def scan(folder: Path) -> list[str]:
+    """One line per secret or marker found in any file under `folder`, by content."""
+    problems = []
+    for path in sorted(
+        p for p in folder.rglob("*") if p.is_file() and ".git" not in p.relative_to(folder).parts
+    ):
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        texts = [text]
+        if path.suffix == ".ipynb":
+            notebook = json.loads(text)
+            texts += [_cell_text(cell) for cell in notebook["cells"]]
+            texts += [json.dumps(notebook["metadata"])]
+        whole = "\n".join(texts)
+        relative = path.relative_to(folder)
+        problems += [f"{relative}: grader marker {marker!r}" for marker in MARKERS if marker in whole]
+        problems += [f"{relative}: {line!r} from {where}" for line, where in SECRETS.items() if line in whole]
+    return problems
+
+
+@pytest.fixture(scope="module")
+def student_edition(tmp_path_factory) -> Path:
+    return release(tmp_path_factory.mktemp("editions") / "student")
+
+
+@pytest.fixture(scope="module")
+def self_study_edition(tmp_path_factory) -> Path:
+    return release(tmp_path_factory.mktemp("editions") / "self-study", self_study=True)
+
+
+def test_secrets_were_collected():
+    kinds = ("grader/reference/", "grader/checks/", "(solution)", "(hidden tests)", "(mark scheme)")
+    counts = {kind: sum(kind in where for where in SECRETS.values()) for kind in kinds}
+    assert all(count >= 10 for count in counts.values()), counts
+    assert len(SECRETS) > 500
+
+
+def test_student_edition_holds_no_answer_test_scheme_or_grader_code(student_edition):
+    problems = scan(student_edition)
+    assert not problems, "the student edition leaks:\n" + "\n".join(problems[:40])
+
+
+def test_the_scan_finds_a_planted_reference_body(student_edition, tmp_path):
+    copy = tmp_path / "leaky"
+    shutil.copytree(student_edition, copy)
+    leaked = (ROOT / "grader" / "reference" / "shapes.py").read_text()
+    (copy / "layerlab" / "helpers.py").write_text(leaked)
+    notebook_path = copy / "assignments" / "02_parameters" / "02_parameters.ipynb"
+    notebook = json.loads(notebook_path.read_text())
+    source = json.loads((ROOT / "source" / "02_parameters" / "02_parameters.ipynb").read_text())
+    scheme = next(c for c in source["cells"] if "mark-scheme" in c.get("metadata", {}).get("tags", []))
+    notebook["cells"].append({"cell_type": "markdown", "metadata": {}, "source": _cell_text(scheme)})
+    notebook_path.write_text(json.dumps(notebook))
+    problems = scan(copy)
+    assert any(p.startswith("layerlab/helpers.py:") and "grader/reference/shapes.py" in p for p in problems)
+    assert any(p.startswith("assignments/02_parameters") and "(mark scheme)" in p for p in problems)
+
+
+def test_student_edition_layout(student_edition):
+    top = sorted(p.name for p in student_edition.iterdir())
+    assert top == [
+        ".gitignore",
+        "README.md",
+        "assignments",
+        "edition.json",
+        "layerlab",
+        "pyproject.toml",
+        "requirements.lock",
+    ]
+    assert not list(student_edition.rglob("*.py")) or all(
+        p.relative_to(student_edition).parts[0] == "layerlab" for p in student_edition.rglob("*.py")
+    )
+    assert json.loads((student_edition / "edition.json").read_text())["edition"] == "student"
+    readme = (student_edition / "README.md").read_text()
+    commands = re.search(r"```bash\n(.*?)```", readme, re.S).group(1).strip().splitlines()
+    assert len(commands) == 2 and "pip install -r requirements.lock" in commands[0]
+    assert "jupyter lab" in commands[1]
+    assert "LAYERLAB_SERVICE_URL" in readme and "layerlab-service.toml" in readme
+    pyproject = (student_edition / "pyproject.toml").read_text()
+    assert 'name = "layerlab"' in pyproject and "nbgrader" not in pyproject and "grader*" not in pyproject
+
+
+def test_released_notebooks_are_the_course_release_and_end_with_submit(student_edition):
+    for assignment in COURSE.assignments:
+        ours = student_edition / "assignments" / assignment.id / assignment.notebook
+        assert ours.read_bytes() == (ROOT / "assignments" / assignment.id / assignment.notebook).read_bytes()
+        last = json.loads(ours.read_text())["cells"][-1]
+        assert is_submit_cell(last) and _cell_text(last) == SUBMIT_SOURCE
+        assert "illustration" in last["metadata"]["tags"], "the grader must never run the submit cell"
+
+
+def test_student_lock_is_the_closure_of_its_roots_at_the_main_pins(student_edition):
+    from importlib.metadata import distribution
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    def pins(text: str) -> dict[str, str]:
+        return {
+            canonicalize_name(line.split("==")[0]): line.split("==")[1].strip()
+            for line in text.splitlines()
+            if "==" in line and not line.startswith("#")
+        }
+
+    student = pins((ROOT / STUDENT_LOCK).read_text())
+    main = pins((ROOT / "requirements.lock").read_text())
+    assert (student_edition / "requirements.lock").read_text() == (ROOT / STUDENT_LOCK).read_text()
+    assert "nbgrader" not in student and "sqlalchemy" not in student and "alembic" not in student
+    assert {name: main.get(name) for name in student} == student, (
+        "a student pin differs from requirements.lock"
+    )
+    needed, todo = set(), [(root, "") for root in LOCK_ROOTS]
+    while todo:
+        name, extra = todo.pop()
+        if (canonicalize_name(name), extra) in needed:
+            continue
+        needed.add((canonicalize_name(name), extra))
+        for text in distribution(name).requires or []:
+            requirement = Requirement(text)
+            marker = str(requirement.marker or "")
+            if requirement.marker and not requirement.marker.evaluate({"extra": extra}):
+                continue
+            if extra and "extra" not in marker:
+                continue
+            todo.append((requirement.name, ""))
+            todo += [(requirement.name, wanted) for wanted in requirement.extras]
+    assert {name for name, _ in needed} - {"setuptools"} == set(student)
+
+
+def test_archive_and_git_repository(tmp_path):
+    out = release(tmp_path / "course-student", archive=True, git=True)
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and ".git" not in p.parts)
+    tracked = subprocess.run(["git", "ls-files"], cwd=out, capture_output=True, text=True, check=True).stdout
+    assert sorted(tracked.splitlines()) == files
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=out, capture_output=True, text=True, check=True
+    )
+    assert status.stdout == ""
+    with tarfile.open(tmp_path / "course-student.tar.gz") as archive:
+        names = sorted(m.name.removeprefix("course-student/") for m in archive.getmembers() if m.isfile())
+    assert names == files
+    with pytest.raises(ReleaseError, match="already exists"):
+        release(out)
+
+
+def test_cli_writes_the_edition(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "grader", "release-student", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "wrote the student edition" in done.stdout and (tmp_path / "out" / "README.md").is_file()
+    again = subprocess.run(
+        [sys.executable, "-m", "grader", "release-student", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 2 and "already exists" in again.stderr
+
+
+@pytest.mark.slow
+def test_nbgrader_exchange_releases_the_same_notebooks(student_edition, tmp_path):
+    """`nbgrader release_assignment` then `fetch_assignment` hand a student the edition's notebooks."""
+    course_copy = tmp_path / "course"
+    course_copy.mkdir()
+    for name in ("course.yml", "nbgrader_config.py"):
+        shutil.copy2(ROOT / name, course_copy / name)
+    for folder in ("source", "assignments", "grader"):
+        shutil.copytree(ROOT / folder, course_copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    exchange, student_home = tmp_path / "exchange", tmp_path / "student"
+    exchange.mkdir()
+    student_home.mkdir()
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
+    options = [f"--Exchange.root={exchange}", f"--CourseDirectory.course_id={COURSE.course_id}"]
+
+    def nbgrader(cwd, *arguments):
+        done = subprocess.run(
+            [sys.executable, "-m", "nbgrader", *arguments, *options],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, f"nbgrader {arguments[0]}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+
+    for assignment in COURSE.assignments:
+        nbgrader(course_copy, "db", "assignment", "add", assignment.id)
+        nbgrader(course_copy, "release_assignment", assignment.id)
+        nbgrader(student_home, "fetch_assignment", assignment.id)
+        fetched = student_home / assignment.id
+        ours = student_edition / "assignments" / assignment.id
+        assert sorted(p.name for p in fetched.iterdir()) == sorted(p.name for p in ours.iterdir())
+        for path in ours.iterdir():
+            assert (fetched / path.name).read_bytes() == path.read_bytes(), (
+                f"{assignment.id}/{path.name} differs"
+            )
+
+
+def test_self_study_edition_has_solutions_and_checks_on_public_inputs(self_study_edition, tmp_path):
+    for assignment in COURSE.assignments:
+        assert (self_study_edition / "solutions" / assignment.id / assignment.notebook).is_file()
+    assert json.loads((self_study_edition / "edition.json").read_text())["edition"] == "self-study"
+    assert "sympy==" in (self_study_edition / "requirements.lock").read_text()
+    notebook = self_study_edition / "solutions" / "01_shapes" / "01_shapes.ipynb"
+    env = {k: v for k, v in os.environ.items() if k != COURSE.secret_env}
+    env["PYTHONPATH"] = str(self_study_edition)
+    done = subprocess.run(
+        [sys.executable, "-c", "import grader, sys; print(grader.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=self_study_edition,
+        env=env,
+    )
+    assert done.stdout.strip().startswith(str(self_study_edition)), "should use the edition's own grader"
+    done = subprocess.run(
+        [sys.executable, "-m", "grader", "check", str(notebook), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=self_study_edition,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["score"] == result["max_score"] - 1  # the free-text part is the instructor's
+
+
+# --- a fresh virtual environment, as a student sets it up ---------------------------------------------
+
+RUN_TO_FIRST_TASK = r"""
+import json, sys
+from pathlib import Path
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+report = {"python": sys.executable, "notebooks": {}}
+for name in sys.argv[1:]:
+    path = Path(name)
+    notebook = nbformat.read(path, as_version=4)
+    client = NotebookClient(notebook, timeout=%(timeout)d, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    ran, stopped = 0, None
+    with client.setup_kernel():
+        probe = nbformat.v4.new_code_cell("import sys; print(sys.executable)")
+        client.execute_cell(probe, 0)
+        kernel_python = probe.outputs[0]["text"].strip()
+        for index, cell in enumerate(notebook.cells):
+            if cell.cell_type != "code":
+                continue
+            try:
+                client.execute_cell(cell, index)
+                ran += 1
+            except CellExecutionError:
+                error = next(o for o in cell.outputs if o.output_type == "error")
+                stopped = {"cell": index, "ename": error.ename, "evalue": error.evalue[:300]}
+                break
+    report["notebooks"][path.stem] = {"ran": ran, "stopped": stopped, "kernel_python": kernel_python}
+print(json.dumps(report))
+"""
+
+
+@pytest.fixture(scope="module")
+def student_venv(student_edition, tmp_path_factory) -> Path:
+    """The edition's README set-up command, run in a fresh venv (torch from /opt/wheels when present)."""
+    venv = tmp_path_factory.mktemp("student-venv") / ".venv"
+    python = Path(sys.base_prefix) / "bin" / "python3"  # the project's interpreter, outside any venv
+    subprocess.run([str(python), "-m", "venv", str(venv)], check=True, timeout=120)
+    extra = ["--find-links", "/opt/wheels"] if Path("/opt/wheels").is_dir() else []
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    done = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--quiet", *extra, "-r", "requirements.lock", "."],
+        cwd=student_edition,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=VENV_INSTALL_TIMEOUT_S,
+    )
+    assert done.returncode == 0, f"the student set-up failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return venv
+
+
+@pytest.mark.slow
+def test_student_environment_has_layerlab_and_no_grader(student_venv, student_edition, tmp_path):
+    python = str(student_venv / "bin" / "python")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "LAYERLAB_"))}
+    code = (
+        "import importlib.util as u, layerlab, torch; from layerlab import submit, check;"
+        "print(layerlab.__file__, torch.__version__, [n for n in ('grader', 'nbgrader') if u.find_spec(n)])"
+    )
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    where, version, found = done.stdout.split(" ", 2)
+    assert where.startswith(str(student_venv)) and version.startswith("2.13.0") and found.strip() == "[]"
+    check = subprocess.run([python, "-m", "pip", "check"], capture_output=True, text=True, env=env)
+    assert check.returncode == 0, check.stdout
+
+
+@pytest.mark.slow
+def test_released_notebooks_run_in_the_student_environment_up_to_the_first_task(
+    student_venv, student_edition
+):
+    python = str(student_venv / "bin" / "python")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTHON", "VIRTUAL_ENV", "LAYERLAB_", "JUPYTER"))
+    }
+    env["MPLBACKEND"] = "Agg"
+    paths = [str(student_edition / "assignments" / a.id / a.notebook) for a in COURSE.assignments]
+    done = subprocess.run(
+        [python, "-c", RUN_TO_FIRST_TASK % {"timeout": NOTEBOOK_TIMEOUT_S}, *paths],
+        capture_output=True,
+        text=True,
+        cwd=student_edition,
+        env=env,
+        timeout=len(paths) * NOTEBOOK_TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    for assignment in COURSE.assignments:
+        outcome = report["notebooks"][Path(assignment.notebook).stem]
+        assert outcome["kernel_python"].startswith(str(student_venv)), outcome
+        stopped = outcome["stopped"]
+        assert stopped is not None, f"{assignment.id} ran to the end although its tasks are stubs"
+        first_task = next(p.task for p in assignment.parts if p.kind != "manual")
+        assert stopped["ename"] in ("NotImplementedError", "AssertionError"), (assignment.id, stopped)
+        assert stopped["evalue"].startswith(f"Task {first_task}"), (assignment.id, stopped)
+        assert outcome["ran"] >= 2, (assignment.id, outcome)
