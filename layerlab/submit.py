@@ -108,6 +108,7 @@ class Feedback:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
+        left = 'style="text-align: left; vertical-align: top"'
         cells = []
         for part in self.parts:
             score = (
@@ -121,15 +122,15 @@ class Feedback:
             )
             cells.append(
                 f'<tr class="layerlab-{html.escape(part["status"])}">'
-                f"<td>{html.escape(part['task'])} <code>{html.escape(part['part'])}</code></td>"
-                f"<td>{score}</td>"
-                f'<td style="white-space: pre-wrap; text-align: left">{html.escape(part["feedback"])}</td>'
-                f'<td style="text-align: left">{meanings}</td></tr>'
+                f"<td {left}>{html.escape(part['task'])} <code>{html.escape(part['part'])}</code></td>"
+                f"<td {left}>{score}</td><td {left}>{html.escape(part['feedback'])}</td>"
+                f"<td {left}>{meanings}</td></tr>"
             )
         lines = "".join(f"<p>{html.escape(line)}</p>" for line in self._lines())
         return (
-            f'<div class="layerlab-feedback">{lines}<table><thead><tr><th>part</th><th>score</th>'
-            f"<th>feedback</th><th>misconception</th></tr></thead><tbody>{''.join(cells)}</tbody></table>"
+            f'<div class="layerlab-feedback">{lines}<table><thead><tr>'
+            + "".join(f"<th {left}>{name}</th>" for name in ("part", "score", "feedback", "misconception"))
+            + f"</tr></thead><tbody>{''.join(cells)}</tbody></table>"
             f"<p><strong>{html.escape(self._summary())}</strong></p></div>"
         )
 

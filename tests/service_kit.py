@@ -193,5 +193,5 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return {
         str(path.relative_to(folder)): path.read_bytes()
         for path in sorted(Path(folder).rglob("*"))
-        if path.is_file() and "incoming" not in path.parts
+        if path.is_file() and "staging" not in path.parts
     }

@@ -42,9 +42,10 @@ HOUR_NS = 3600 * 10**9
 class Refusal(Exception):
     """A request the service refuses; `status`, `code` and a message written for the student."""
 
-    def __init__(self, status: int, code: str, message: str, headers: dict | None = None):
+    def __init__(self, status: int, code: str, message: str, headers: dict | None = None, **extra):
         super().__init__(message)
         self.status, self.code, self.message, self.headers = status, code, message, headers or {}
+        self.extra = extra  # more fields of the answer, e.g. the attempt a replay already made
 
 
 def _utc(ns: int) -> str:
@@ -53,10 +54,12 @@ def _utc(ns: int) -> str:
 
 def notebook_assignments(course, cells) -> dict[str, int]:
     """assignment id -> how many of its answer cells the notebook holds (only ids with at least one)."""
+    from grader.notebook import answer_cell_id
+
     grade_ids = {cell.grade_id for cell in cells if cell.grade_id}
     counts = {}
     for assignment in course.assignments:
-        answer_ids = {p.id if p.kind == "manual" else f"answer_{p.id}" for p in assignment.parts}
+        answer_ids = {answer_cell_id(part) for part in assignment.parts}
         hits = len(grade_ids & answer_ids)
         if hits:
             counts[assignment.id] = hits
@@ -118,12 +121,10 @@ class Service:
         self._lock = threading.Lock()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.hide = (str(course.root), str(self.store.data_dir))
-        self.incoming = self.store.data_dir / "service" / "incoming"
 
     def start(self) -> int:
         """Load the attempts on disk and queue those not graded yet; returns how many were queued."""
         self.loop = asyncio.get_running_loop()
-        self.incoming.mkdir(parents=True, exist_ok=True)
         pending = self.store.load()
         for attempt in pending:
             self.enqueue(attempt)
@@ -254,6 +255,7 @@ class Service:
                 "replay",
                 f"This request was already received (attempt {earlier}); a replayed request is not "
                 "graded again. Submit again to make a new attempt.",
+                attempt=earlier,
             )
         try:
             sent = float(request_time)
@@ -286,9 +288,9 @@ class Service:
             )
 
     def check_notebook(self, assignment, data: bytes):
-        from grader.submission import NotebookError, read_notebook
+        from grader.notebook import NotebookError, read_notebook
 
-        with tempfile.NamedTemporaryFile(dir=self.incoming, suffix=".ipynb") as handle:
+        with tempfile.NamedTemporaryFile(dir=self.store.staging, suffix=".ipynb") as handle:
             handle.write(data)
             handle.flush()
             try:
@@ -351,7 +353,7 @@ class _Handler(tornado.web.RequestHandler):
         self.set_status(refusal.status)
         for name, value in refusal.headers.items():
             self.set_header(name, value)
-        self.finish(json.dumps({"error": refusal.code, "message": refusal.message}))
+        self.finish(json.dumps({"error": refusal.code, "message": refusal.message, **refusal.extra}))
 
     def write_error(self, status_code, **kwargs):
         reason = self._reason if status_code < 500 else "the service failed on this request; it was logged"

@@ -66,9 +66,10 @@ async def serve(course, data_dir, secret, host, port, workers=None, dask=None) -
     from grader.service.app import Service, make_app
     from grader.service.grading import Grading
 
+    loop = asyncio.get_running_loop()
     grading = Grading(course, secret, workers or course.limits.workers, dask=dask)
     try:
-        await asyncio.get_running_loop().run_in_executor(None, grading.start)
+        await loop.run_in_executor(None, grading.start)
     except Exception as error:
         print(f"serve: cannot start grading: {error}", file=sys.stderr)
         grading.close()
@@ -82,13 +83,19 @@ async def serve(course, data_dir, secret, host, port, workers=None, dask=None) -
         print(f"serve: cannot listen on {host}:{port}: {error}", file=sys.stderr)
         grading.close()
         return 2
+    try:  # attempts are accepted and queued while the sandbox warms up
+        await loop.run_in_executor(None, grading.ready)
+    except Exception as error:
+        print(f"serve: cannot start grading: {error}", file=sys.stderr)
+        server.stop()
+        grading.close()
+        return 2
     print(
         f"serve: {course.course_id} on http://{host}:{port}/api/v1 ({grading.workers} workers"
         f"{', Dask ' + dask if dask else ''}); {pending} attempt(s) queued from before; data in {data_dir}",
         flush=True,
     )
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()

@@ -5,10 +5,12 @@ Layout under the service's data directory (the course directory by default):
     service/attempts/<student>/<assignment>/<attempt id>/notebook.ipynb   the bytes as received
     service/attempts/<student>/<assignment>/<attempt id>/attempt.json     receipt, request id, policy
     service/attempts/<student>/<assignment>/<attempt id>/result.json      written once graded
+    service/staging/<attempt id>/                                          an attempt being written
     submitted/<student>/<assignment>/<notebook> + timestamp.txt          nbgrader's layout
 
 Each file is written to a temporary name, fsynced, renamed into place and its folder fsynced, so
-a crash leaves either the whole file or none. An attempt without result.json is still queued: a
+a crash leaves either the whole file or none; an attempt's folder is written in staging/ and
+renamed into place whole. An attempt without result.json is still queued: a
 restarted service grades it. `submitted/` holds the latest attempt received before the deadline.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -54,7 +57,11 @@ def durable_write(path: Path, data: bytes) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
-    folder = os.open(path.parent, os.O_RDONLY)
+    _fsync_folder(path.parent)
+
+
+def _fsync_folder(path: Path) -> None:
+    folder = os.open(path, os.O_RDONLY)
     try:
         os.fsync(folder)
     finally:
@@ -74,6 +81,7 @@ class AttemptStore:
         self.data_dir = Path(data_dir).resolve()
         self.root = self.data_dir / "service" / "attempts"
         self.submitted = self.data_dir / "submitted"
+        self.staging = self.data_dir / "service" / "staging"
         self._lock = threading.Lock()
         self.attempts: dict[str, Attempt] = {}
         self.results: dict[str, dict] = {}
@@ -83,7 +91,11 @@ class AttemptStore:
         return self.root / attempt.student / attempt.assignment / attempt.id
 
     def load(self) -> list[Attempt]:
-        """Read every attempt on disk; returns those not graded yet, oldest first."""
+        """Read every attempt on disk; returns those not graded yet, oldest first.
+
+        Half-written attempts (a crash while accepting; never acknowledged) are removed."""
+        shutil.rmtree(self.staging, ignore_errors=True)
+        self.staging.mkdir(parents=True, exist_ok=True)
         pending = []
         for meta in sorted(self.root.glob("*/*/*/attempt.json")):
             try:
@@ -100,6 +112,13 @@ class AttemptStore:
                 except (OSError, ValueError):
                     pass  # a damaged result: grade again
             pending.append(attempt)
+        latest: dict[tuple[str, str], Attempt] = {}
+        for attempt in self.attempts.values():
+            key = (attempt.student, attempt.assignment)
+            if not attempt.late and (key not in latest or attempt.received_ns > latest[key].received_ns):
+                latest[key] = attempt
+        for attempt in latest.values():  # a crash may have come between accepting and copying
+            self._submit(attempt, self.notebook_path(attempt).read_bytes())
         return sorted(pending, key=lambda a: a.received_ns)
 
     def _index(self, attempt: Attempt) -> None:
@@ -143,9 +162,14 @@ class AttemptStore:
             public_only,
             late,
         )
+        staging = self.staging / attempt.id  # both files appear at once: a crash leaves no half attempt
+        durable_write(staging / "notebook.ipynb", data)
+        durable_write(staging / "attempt.json", json.dumps(asdict(attempt), indent=1).encode())
         folder = self.folder(attempt)
-        durable_write(folder / "notebook.ipynb", data)
-        durable_write(folder / "attempt.json", json.dumps(asdict(attempt), indent=1).encode())
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(staging, folder)
+        _fsync_folder(folder.parent)
+        _fsync_folder(self.staging)
         with self._lock:
             self._index(attempt)
             if not late:
@@ -158,8 +182,8 @@ class AttemptStore:
         moment = datetime.fromtimestamp(attempt.received_ns / 1e9, timezone.utc)
         try:
             current = datetime.strptime(stamp.read_text(encoding="utf-8").strip(), TIMESTAMP_FORMAT)
-            if current.replace(tzinfo=timezone.utc) > moment:
-                return  # a later attempt is already there
+            if current.replace(tzinfo=timezone.utc) >= moment:
+                return  # this attempt or a later one is already there
         except (OSError, ValueError):
             pass
         durable_write(folder / attempt.notebook_name, data)
