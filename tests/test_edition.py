@@ -1,9 +1,10 @@
 """The student edition holds nothing of the grader, and works as a student would set it up.
 
-The scan collects what must stay hidden, by content: every non-trivial line of the reference
-functions' bodies (grader/reference/), of the checks (grader/checks/), of the solution regions,
-hidden-test regions and mark-scheme cells of the source notebooks. Lines that the source notebooks
-also show in their public cells are not secrets. No file of the edition may contain any of them,
+The scan collects what must stay hidden, by content: every telling line (long, naming two things
+of its own) of the solution regions, hidden-test regions and mark-scheme cells of the source
+notebooks, and every two consecutive lines of code, one of them telling, of the reference
+functions' bodies (grader/reference/) and of the checks (grader/checks/); what the source
+notebooks also show in their public cells is not a secret. No file of the edition may contain any of them,
 nor any grader marker. The fresh-venv test installs the edition's pinned environment into a new
 virtual environment and runs every released notebook there up to its first unfinished task.
 """
@@ -32,6 +33,7 @@ from grader.editions.submit_cell import is_submit_cell
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = load_course(ROOT / "course.yml")
 MIN_LINE = 20  # shorter lines ("return z", "raise ValueError(") say nothing about an answer
+IMPORTS = ("import ", "from ")
 COMMON = set(keyword.kwlist) | set(dir(builtins)) | {"_", "self", "error", "np", "torch"}
 MARKERS = (
     "BEGIN SOLUTION",
@@ -58,16 +60,33 @@ def _lines(text: str) -> set[str]:
     return {line.strip() for line in text.splitlines() if _telling(line.strip())}
 
 
-def _code_lines(node, source: str) -> set[str]:
-    """The lines of `node`'s body without its docstring."""
+def _normal(text: str) -> str:
+    """`text` with every line stripped and blank lines and comments dropped: how code is compared."""
+    return "\n".join(
+        line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")
+    )
+
+
+def _pairs(text: str) -> set[str]:
+    """Every two consecutive lines of code (normalised) of which one is telling: a single idiom such
+    as `if weight.ndim != 2:` may be shared by honest code, two lines in a row are a copy."""
+    lines = _normal(text).splitlines()
+    return {
+        f"{first}\n{second}"
+        for first, second in zip(lines, lines[1:])
+        if not first.startswith(IMPORTS)
+        and not second.startswith(IMPORTS)
+        and (_telling(first) or _telling(second))
+    }
+
+
+def _body(node, source: str) -> str:
+    """The source of `node`'s body without its docstring."""
     body = node.body
     if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
         body = body[1:]
     lines = source.splitlines()
-    found = set()
-    for statement in body:
-        found |= _lines("\n".join(lines[statement.lineno - 1 : statement.end_lineno]))
-    return found
+    return "\n".join(lines[body[0].lineno - 1 : body[-1].end_lineno]) if body else ""
 
 
 def _cell_text(cell) -> str:
@@ -76,18 +95,18 @@ def _cell_text(cell) -> str:
 
 
 def secrets() -> dict[str, str]:
-    """Line -> where it comes from, for every line the student edition must not contain."""
+    """Text -> where it comes from, for everything the student edition must not contain: each telling
+    line of the notebooks' hidden regions, each two telling lines in a row of the grader's code."""
     found: dict[str, str] = {}
     for path in sorted((ROOT / "grader" / "reference").glob("*.py")):
         source = path.read_text()
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                for line in _code_lines(node, source):
-                    found.setdefault(line, f"grader/reference/{path.name}:{node.name}")
+                for pair in _pairs(_body(node, source)):
+                    found.setdefault(pair, f"grader/reference/{path.name}:{node.name}")
     for path in sorted((ROOT / "grader" / "checks").glob("*.py")):
-        for line in _lines(path.read_text()):
-            if not line.startswith(("import ", "from ", "#")):
-                found.setdefault(line, f"grader/checks/{path.name}")
+        for pair in _pairs(path.read_text()):
+            found.setdefault(pair, f"grader/checks/{path.name}")
     public: list[str] = []
     for assignment in COURSE.assignments:
         notebook = json.loads((ROOT / "source" / assignment.id / assignment.notebook).read_text())
@@ -102,8 +121,8 @@ def secrets() -> dict[str, str]:
                 for line in _lines(match.group(2)):
                     found.setdefault(line, f"{where} ({match.group(1).lower()})")
             public.append(REGION.sub("", text))
-    shown = "\n".join(public)
-    return {line: where for line, where in found.items() if line not in shown}
+    shown = _normal("\n".join(public))
+    return {text: where for text, where in found.items() if text not in shown}
 
 
 SECRETS = secrets()
@@ -122,9 +141,12 @@ def scan(folder: Path) -> list[str]:
             texts += [_cell_text(cell) for cell in notebook["cells"]]
             texts += [json.dumps(notebook["metadata"])]
         whole = "\n".join(texts)
+        normal = _normal(whole)
         relative = path.relative_to(folder)
         problems += [f"{relative}: grader marker {marker!r}" for marker in MARKERS if marker in whole]
-        problems += [f"{relative}: {line!r} from {where}" for line, where in SECRETS.items() if line in whole]
+        problems += [
+            f"{relative}: {text!r} from {where}" for text, where in SECRETS.items() if text in normal
+        ]
     return problems
 
 
@@ -142,7 +164,7 @@ def test_secrets_were_collected():
     kinds = ("grader/reference/", "grader/checks/", "(solution)", "(hidden tests)", "(mark scheme)")
     counts = {kind: sum(kind in where for where in SECRETS.values()) for kind in kinds}
     assert all(count >= 10 for count in counts.values()), counts
-    assert len(SECRETS) > 500
+    assert len(SECRETS) > 1000
 
 
 def test_student_edition_holds_no_answer_test_scheme_or_grader_code(student_edition):
@@ -286,7 +308,7 @@ def test_self_study_edition_has_solutions_and_checks_on_public_inputs(self_study
     assert json.loads((self_study_edition / "edition.json").read_text())["edition"] == "self-study"
     assert "sympy==" in (self_study_edition / "requirements.lock").read_text()
     notebook = self_study_edition / "solutions" / "01_shapes" / "01_shapes.ipynb"
-    env = {k: v for k, v in os.environ.items() if k != COURSE.secret_env}
+    env = {k: v for k, v in os.environ.items() if k != COURSE.secret_env and not k.startswith("LAYERLAB_")}
     env["PYTHONPATH"] = str(self_study_edition)
     done = subprocess.run(
         [sys.executable, "-c", "import grader, sys; print(grader.__file__)"],
@@ -307,6 +329,25 @@ def test_self_study_edition_has_solutions_and_checks_on_public_inputs(self_study
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["score"] == result["max_score"] - 1  # the free-text part is the instructor's
+
+    work = self_study_edition / "assignments" / "01_shapes" / "01_shapes.ipynb"
+    mine = json.loads(notebook.read_text())
+    for cell in mine["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "answer_linear_forward":
+            cell["source"] = "def linear_forward(X, W, b):\n    return X @ W + b\n"
+    work.write_text(json.dumps(mine))
+    env["HOME"] = str(tmp_path)  # no ~/.config/layerlab/service.toml
+    code = f"from layerlab import check; check('linear_forward', {str(work)!r})"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=work.parent, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("No grading service is configured: checking here on the public inputs")
+    assert any(
+        "linear_forward" in line and "0/3" in line and "weight-rows-are-inputs" in line for line in lines
+    )
+    assert not any("relu" in line for line in lines), "check() shows only the part asked for"
 
 
 # --- a fresh virtual environment, as a student sets it up ---------------------------------------------
