@@ -20,11 +20,13 @@ import pytest
 from browser.lab import LabServer, NotebookTab, find_chromium
 from service_kit import ServiceProcess, notebook, service_course, token
 
+from grader.course import load_course
 from grader.editions.release import release
 
 STUDENT = "ada"
 WRONG = "def linear_forward(X, W, b):\n    return X @ W + b\n"
 RIGHT = "def linear_forward(X, W, b):\n    return X @ W.T + b\n"
+FORWARD = load_course().assignment("01_shapes").part("linear_forward").points
 UI_TIMEOUT_S = 90
 RUN_TIMEOUT_S = 240
 BUDGET_S = 600
@@ -113,7 +115,7 @@ def test_student_submits_fixes_and_resubmits(browser, lab, service):
         run_cell(tab, submit_cell)
         first = tab.output_of(submit_cell)
         expect(first.filter(has_text="weight-rows-are-inputs").first).to_be_visible()
-        expect(first.filter(has_text="0 / 3").first).to_be_visible()
+        expect(first.filter(has_text=f"0 / {FORWARD:g}").first).to_be_visible()
         tab.page.screenshot(path=str(artifacts / "service-first-attempt.png"))
 
         answer = _answer_cell(data, "answer_linear_forward")
@@ -139,7 +141,7 @@ def test_student_submits_fixes_and_resubmits(browser, lab, service):
     assert len(attempts) == 2
     results = [json.loads((folder / "result.json").read_text()) for folder in attempts]
     scores = [{p["part"]: p["score"] for p in result["parts"]}["linear_forward"] for result in results]
-    assert scores == [0, 3]
+    assert scores == [0, FORWARD]
     last = json.loads((attempts[-1] / "attempt.json").read_text())
     assert last["id"] in shown, "the receipt shown is the last attempt's"
     submitted = service.data / "submitted" / STUDENT / "01_shapes"
