@@ -191,7 +191,9 @@ def load_course(path: str | Path = DEFAULT_COURSE_FILE) -> Course:
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise CourseError(f"{path.name}: not valid YAML: {_yaml_problem(error)}") from None
     top = reader.mapping(
-        raw, "top level", {"course_id", "title", "secret_env", "exercises", "limits", "assignments", "service"}
+        raw,
+        "top level",
+        {"course_id", "title", "secret_env", "exercises", "limits", "assignments", "service"},
     )
     course_id = reader.field(top, "course_id", "", str)
     if not course_id.strip():
@@ -226,7 +228,9 @@ def load_course(path: str | Path = DEFAULT_COURSE_FILE) -> Course:
                 )
         assignments.append(assignment)
     service = _service(reader, top.get("service", {}), {a.id for a in assignments})
-    return Course(course_id, title, secret_env, limits, tuple(assignments), path.resolve(), exercises, service)
+    return Course(
+        course_id, title, secret_env, limits, tuple(assignments), path.resolve(), exercises, service
+    )
 
 
 def _service(reader: _Reader, raw, assignment_ids: set[str]) -> ServicePolicy:

@@ -45,6 +45,14 @@ CLEAN = [
     "tests/test_formgrader.py",
     "tests/test_formgrader_browser.py",
     "tests/test_postgres.py",
+    *(
+        "grader/service",
+        "grader/editions",
+        "layerlab/submit.py",
+        "benchmarks/service_load.py",
+        "tests/service_kit.py",
+    ),
+    *("tests/test_service.py", "tests/test_service_browser.py", "tests/test_edition.py"),
 ]
 
 
