@@ -261,11 +261,11 @@ from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_gradebook import FakeGrader, run_fake
 
-class Announcing(FakeGrader):
+class Announcing(FakeGrader):  # says when half the class is graded; never finishes the last quarter
     def __call__(self, *args):
         if len(self.calls) == {announce}:
             Path({marker!r}).write_text("halfway")
-        time.sleep(0.02)
+        time.sleep(600 if len(self.calls) >= {stall} else 0.02)
         return super().__call__(*args)
 
 run_fake(Path({course!r}), Announcing(), db_url={url!r}, workers=2)
@@ -276,7 +276,7 @@ def test_kill_9_halfway_then_a_rerun_loses_and_duplicates_nothing(database, refe
     course_dir = bigger_class(tmp_path / "course", 12)
     marker = tmp_path / "halfway"
     script = CHILD.format(
-        tests=str(TESTS), announce=12, marker=str(marker), course=str(course_dir), url=database
+        tests=str(TESTS), announce=12, stall=18, marker=str(marker), course=str(course_dir), url=database
     )
     child = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
     try:
