@@ -226,3 +226,39 @@ def test_sandbox_and_attack_suites_pass_as_an_ordinary_user(tmp_path):
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     summary = done.stdout.strip().splitlines()[-1]
     assert " passed" in summary and "failed" not in summary and "skipped" not in summary, summary
+
+
+def _verdict_table(stdout: str) -> list[str]:
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("student "))
+    end = next(i for i in range(start, len(lines)) if not lines[i].strip())
+    return lines[start:end]
+
+
+def test_demo_as_an_ordinary_user_gives_the_root_verdict_table(tmp_path):
+    demo = ["-m", "grader", "demo", "--dir"]
+    if os.geteuid() != 0:
+        done = subprocess.run([sys.executable, *demo, str(tmp_path / "demo")], capture_output=True, text=True)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        assert all(" ok " in line for line in _verdict_table(done.stdout)[2:])
+        return
+    as_root = subprocess.run(
+        [sys.executable, *demo, str(tmp_path / "demo")], capture_output=True, text=True, cwd=REPO, timeout=900
+    )
+    assert as_root.returncode == 0, as_root.stderr[-3000:]
+    home = Path(tempfile.mkdtemp(prefix="layers-demo-as-user-"))
+    checkout = home / "checkout"
+    try:
+        checkout.mkdir()
+        home.chmod(0o755)
+        shutil.chown(home, TEST_USER)
+        as_user = subprocess.run(
+            _as_user(checkout, [*demo, str(home / "demo")]), capture_output=True, text=True, timeout=900
+        )
+    finally:
+        if not os.path.ismount(checkout):
+            shutil.rmtree(home, ignore_errors=True)
+    assert as_user.returncode == 0 and "Traceback" not in as_user.stderr, as_user.stderr[-3000:]
+    table = _verdict_table(as_root.stdout)
+    assert len(table) > 10 and all(" ok " in line for line in table[2:])
+    assert _verdict_table(as_user.stdout) == table

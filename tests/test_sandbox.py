@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -844,33 +845,21 @@ import sys
 sys.path.insert(0, {repo!r})
 import numpy as np
 import grader.submission  # the grading side, as autograde loads it
+sys.path.insert(0, {tests!r})
+from attacks.snippets import FORGED_HEADER_REPLY
 from grader.sandbox import RemoteFunction, Sandbox
 from grader.student import StudentCrashed
 def peak():
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) * 1024
-FORGE = '''
-import os, socket, struct, sys
-def honest(x):
-    return 2 * x
-def hostile(x):
-    frames = (sys._getframe(i) for i in range(1, 8))
-    current = next(f.f_locals["header"]["id"] for f in frames if "header" in f.f_locals)
-    header = b'{{"tree": [' + b"{{}}," * (21 * 2**20) + b'{{}}], "arrays": 0}}'
-    body = struct.pack("<Qc", current, b"R") + struct.pack("<Q", len(header)) + header
-    channel = socket.socket(fileno=os.dup(3))
-    channel.sendall(struct.pack("<Q", len(body)) + body)
-    channel.detach()
-    return 2 * x
-'''
 with Sandbox() as box, box.session() as live:
     live.start()
-    assert live.run_cell("forge", FORGE).ok
+    assert live.run_cell("forge", FORGED_HEADER_REPLY + "def honest(x):\\n    return 2 * x\\n").ok
     for _ in range(3):
         RemoteFunction(live, "honest")(np.ones(1000))
     baseline = peak()
     try:
-        RemoteFunction(live, "hostile")(np.ones(3))
+        RemoteFunction(live, "double")(np.ones(3))
         reason = "accepted"
     except StudentCrashed as error:
         reason = error.reason
@@ -880,7 +869,7 @@ with Sandbox() as box, box.session() as live:
 
 def test_a_hostile_reply_costs_the_grader_less_than_its_baseline_memory(tmp_path):
     script = tmp_path / "hostile.py"
-    script.write_text(HOSTILE_REPLY_SCRIPT.format(repo=str(REPO)))
+    script.write_text(HOSTILE_REPLY_SCRIPT.format(repo=str(REPO), tests=str(REPO / "tests")))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     baseline, peak, reason = done.stdout.strip().splitlines()[-1].split(" ", 2)
@@ -892,3 +881,110 @@ def test_the_command_line_names_the_sandbox_override():
     from grader import cli
 
     assert (cli.UNSAFE_FLAG, cli.UNSAFE_ENV) == (runner.UNSAFE_FLAG, runner.UNSAFE_ENV)
+
+
+# ----------------------------------------------------------------------------- install layouts
+
+LAYOUT_CELL = """
+import json, os, grader
+package = os.path.dirname(grader.__file__)
+read = {{}}
+inside = [os.path.join(package, "reference", "shapes.py"), os.path.join(package, "checks", "base.py")]
+for path in {secrets!r} + inside:
+    try:
+        read[path] = open(path).read()[:40]
+    except OSError as error:
+        read[path] = type(error).__name__
+listed = {{}}
+for folder in {folders!r} + [package]:
+    try:
+        listed[folder] = sorted(os.listdir(folder))
+    except OSError as error:
+        listed[folder] = type(error).__name__
+try:
+    import grader.reference.shapes
+    imported = "imported"
+except ImportError as error:
+    imported = type(error).__name__
+import layerlab
+probe = json.dumps([read, listed, imported])
+"""
+LAYOUT_PROBE = """
+import json, sys
+import grader
+from grader.sandbox import Sandbox, hidden_paths
+with Sandbox() as box, box.session(hide=hidden_paths({course!r})) as live:
+    live.start()
+    assert live.run_cell("probe", {cell!r}).ok, live.output_text()
+    print(json.dumps({{"grader": grader.__file__, "probe": live.value("probe")}}))
+"""
+LAYOUTS = ("wheel", "venv inside the course", "PYTHONPATH checkout")
+
+
+@pytest.fixture(scope="module")
+def project_wheel(tmp_path_factory):
+    """The project built as a wheel (from a copy, so the checkout stays untouched)."""
+    source, out = tmp_path_factory.mktemp("wheel-source"), tmp_path_factory.mktemp("wheel")
+    for name in ("pyproject.toml", "README.md", "grader", "layerlab"):
+        (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, source / name)
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
+    done = subprocess.run([*build, "-w", str(out), str(source)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return next(out.glob("*.whl"))
+
+
+def _venv_with_wheel(folder: Path, wheel: Path) -> Path:
+    """A venv at `folder` with the project's wheel installed (this venv's packages behind it)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
+    site = next(folder.glob("lib/python3*/site-packages"))
+    dependencies = next(path for path in sys.path if Path(path).name == "site-packages")
+    (site / "dependencies.pth").write_text(dependencies + "\n")
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    return folder / "bin" / "python"
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_no_install_layout_shows_the_grader_or_the_course(layout, project_wheel, tmp_path):
+    course = kit.make_course(tmp_path / "course").root
+    (course / "gradebook.db").write_text("grades")
+    kit.write_submission(course / "submitted" / "ada" / kit.ASSIGNMENT / f"{kit.ASSIGNMENT}.ipynb")
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    if layout == "wheel":
+        python = _venv_with_wheel(tmp_path / "venv", project_wheel)
+    elif layout == "venv inside the course":
+        python = _venv_with_wheel(course / ".venv", project_wheel)
+    else:  # the course folder is a checkout, run from source
+        for name in ("grader", "layerlab"):
+            shutil.copytree(REPO / name, course / name)
+        python, env["PYTHONPATH"] = Path(sys.executable), str(course)
+    secrets = [
+        str(course / "source" / kit.ASSIGNMENT / f"{kit.ASSIGNMENT}.ipynb"),
+        str(course / "gradebook.db"),
+        str(course / "course.yml"),
+        str(course / "submitted" / "ada" / kit.ASSIGNMENT / f"{kit.ASSIGNMENT}.ipynb"),
+        str(REPO / "grader" / "reference" / "shapes.py"),
+    ]
+    folders = [str(course), str(course / "source"), str(course / "submitted"), str(REPO)]
+    cell = LAYOUT_CELL.format(secrets=secrets, folders=folders)
+    probe = tmp_path / "probe.py"
+    probe.write_text(LAYOUT_PROBE.format(course=str(course), cell=cell))
+    done = subprocess.run(
+        [str(python), "-P", str(probe)], capture_output=True, text=True, timeout=300, cwd="/", env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    package = Path(report["grader"]).parent
+    if layout == "PYTHONPATH checkout":
+        assert package == course / "grader"
+    else:
+        assert package.parent.name == "site-packages" and package.is_relative_to(python.parent.parent)
+    read, listed, imported = json.loads(report["probe"])
+    assert len(read) == len(secrets) + 2
+    for path, text in read.items():
+        assert text in ("", "FileNotFoundError"), f"{layout}: student code read {path}"
+    assert imported in ("ModuleNotFoundError", "ImportError"), layout
+    for folder, names in listed.items():
+        assert names == "FileNotFoundError" or set(names) <= {".venv", "layerlab"}, (
+            f"{layout}: {folder}: {names}"
+        )

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import platform
 import resource
 import select
 import signal
-import time
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
@@ -186,12 +186,11 @@ def describe_host() -> dict:
 # ----------------------------------------------------------------------------- the keeper
 
 
-def _join_cgroups(cgroups: dict[str, str], name: str, memory_bytes: int, nproc: int) -> list[str]:
-    made = []
+def _join_cgroups(cgroups: dict[str, str], name: str, memory_bytes: int, nproc: int) -> None:
+    """Join the slot's groups (made on first use, then reused: one submission at a time holds a slot)."""
     for controller, base in cgroups.items():
         group = os.path.join(base, name)
-        os.mkdir(group)
-        made.append(group)
+        os.makedirs(group, exist_ok=True)
         if controller == "memory":
             _write(os.path.join(group, "memory.limit_in_bytes"), str(memory_bytes))
             if os.path.exists(os.path.join(group, "memory.memsw.limit_in_bytes")):
@@ -199,23 +198,20 @@ def _join_cgroups(cgroups: dict[str, str], name: str, memory_bytes: int, nproc: 
         else:
             _write(os.path.join(group, "pids.max"), str(nproc))
         _write(os.path.join(group, "cgroup.procs"), "0")
-    return made
 
 
-def _leave_cgroups(groups: list[str]) -> None:
-    for group in groups:
+def remove_cgroups(cgroups: dict[str, str] | None, removable) -> None:
+    """Remove the slot groups whose name `removable(name)` approves (those in use stay: EBUSY)."""
+    for base in (cgroups or {}).values():
         try:
-            _write(os.path.join(os.path.dirname(os.path.dirname(group)), "cgroup.procs"), "0")
-            for _ in range(200):
-                try:
-                    os.rmdir(group)
-                    break
-                except OSError as error:
-                    if error.errno != errno.EBUSY:
-                        break
-                    time.sleep(0.005)
+            names = os.listdir(base)
         except OSError:
-            pass
+            continue
+        for name in filter(removable, names):
+            try:
+                os.rmdir(os.path.join(base, name))
+            except OSError:
+                pass
 
 
 def _die_with_parent(parent: int) -> None:
@@ -254,21 +250,19 @@ def enter_namespaces(config: dict) -> int | None:
         _write("/proc/self/uid_map", f"0 {outer_uid} 1")
         _write("/proc/self/gid_map", f"0 {outer_gid} 1")
     _die_with_parent(parent)  # a change of credentials clears the death signal
-    groups = []
     if config.get("cgroups"):
-        groups = _join_cgroups(
-            config["cgroups"], f"{parent}-{os.getpid()}", config["memory_bytes"], config["nproc"]
-        )
+        name = f"{config['cgroup_owner']}-{parent}-{config['slot']}"  # grader, warm interpreter, slot
+        _join_cgroups(config["cgroups"], name, config["memory_bytes"], config["nproc"])
     alive_read, alive_write = os.pipe()
     child = os.fork()
     if child == 0:
         os.close(alive_write)
         return alive_read
     os.close(alive_read)
-    _keep(child, groups)
+    _keep(child)
 
 
-def _keep(child: int, groups: list[str]) -> None:
+def _keep(child: int) -> None:
     """The keeper's life: hold nothing of the student's, wait for it, and exit the way it did."""
     for fd in (0, 1, 2, 3):
         try:
@@ -283,7 +277,6 @@ def _keep(child: int, groups: list[str]) -> None:
         except ChildProcessError:
             status = 0
             break
-    _leave_cgroups(groups)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         signal.signal(sig, signal.SIG_DFL)
@@ -450,8 +443,10 @@ def set_limits(config: dict, scratch_bytes: int = 0) -> None:
         resource.setrlimit(which, (value, value))
 
 
+@functools.cache
 def seccomp_filter(allow_children: bool):
-    """The filter (a pyseccomp SyscallFilter) every student process loads last."""
+    """The filter (a pyseccomp SyscallFilter) every student process loads last; built once, in
+    the warm interpreter, so each fork only loads it."""
     import pyseccomp as seccomp
 
     denied = seccomp.ERRNO(errno.EPERM)

@@ -56,15 +56,13 @@ PYTHON_PATHS = sorted(
 )
 # sys.path[0] is the folder the grader was launched from (script or working directory), not a package.
 IMPORT_PATHS = sys.path if sys.flags.safe_path else sys.path[1:]
-# What a student process sees besides the system trees: Python, its packages and layerlab.
+PACKAGE_FOLDERS = ("site-packages", "dist-packages")  # where third-party packages are installed
+# What a student process sees besides the system trees: Python, its packages and layerlab. Other
+# entries of sys.path (PYTHONPATH: a checkout, a course folder) are not packages students need.
 VISIBLE_TO_STUDENTS = sorted(
     set(PYTHON_PATHS)
     | {str(PACKAGE_ROOT.parent / "layerlab")}
-    | {
-        path
-        for path in IMPORT_PATHS
-        if path and os.path.isdir(path) and not Path(path).resolve().is_relative_to(PACKAGE_ROOT.parent)
-    }
+    | {path for path in IMPORT_PATHS if Path(path).name in PACKAGE_FOLDERS and os.path.isdir(path)}
 )
 KEEP_VISIBLE = {".venv", "venv", "layerlab"}
 ALWAYS_HIDDEN = sorted(
@@ -358,8 +356,8 @@ class Sandbox:
     def session(self, hide=(), deadline: float | None = None) -> "Session":
         """A new, not yet started session; `deadline` is a time.monotonic() for the whole submission.
 
-        `hide` (paths, or a function returning them) matters only to a student process that keeps
-        the grader's user and so gets no private root; a function is called only then, once.
+        `hide` (paths, or a function returning them, called once) is covered wherever it lies inside
+        a tree the private root exposes (a course folder on the Python path, for instance).
         """
         return Session(self, hide, deadline)
 
@@ -416,6 +414,8 @@ class Session:
             "isolate": self.sandbox.isolate,
             "unsafe": self.sandbox.unsafe,
             "cgroups": self.sandbox.cgroups(),
+            "cgroup_owner": os.getpid(),
+            "slot": self.slot,
             "uid": self.uid,
             "gid": self.uid,
             "hide": self._hidden(),

@@ -294,6 +294,14 @@ def _reap_all() -> dict[int, int]:
         finished[pid] = status
 
 
+def _ours_or_orphaned(group: str) -> bool:
+    """A slot group of this warm interpreter, or of a grader that no longer runs."""
+    owner, _, rest = group.partition("-")
+    if not owner.isdigit():
+        return False
+    return rest.split("-")[0] == str(os.getpid()) or not os.path.exists(f"/proc/{owner}")
+
+
 def _describe_status(status: int) -> dict:
     if os.WIFSIGNALED(status):
         return {"signal": os.WTERMSIG(status)}
@@ -361,14 +369,22 @@ class Zygote:
             "threads": len(os.listdir("/proc/self/task")),
         }
 
+    def leave(self) -> None:
+        """Exit, removing the grader's cgroups (and those of graders that ended without doing so)."""
+        from grader.sandbox import isolation
+
+        self.finished.update(_reap_all())
+        isolation.remove_cgroups(isolation.cgroup_paths(), _ours_or_orphaned)
+        os._exit(0)
+
     def serve(self) -> None:
         while True:
             try:
                 data, fds, _, _ = socket.recv_fds(self.control, CONTROL_BYTES, 4)
             except OSError:
-                return
+                self.leave()
             if not data:
-                os._exit(0)
+                self.leave()
             try:
                 request = json.loads(data)
                 op = request["op"]
@@ -399,6 +415,13 @@ def main(argv: list[str]) -> int:
     control = socket.socket(fileno=int(argv[0]))
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     loaded = preload()
+    try:  # the student processes' seccomp filters, built once here
+        from grader.sandbox import isolation
+
+        for allow_children in (False, True):
+            isolation.seccomp_filter(allow_children)
+    except Exception:  # reported by the first student process that needs it
+        pass
     control.sendall(json.dumps({"ready": True, "preloaded": loaded}).encode())
     Zygote(control, loaded).serve()
     os._exit(0)

@@ -21,6 +21,19 @@ class Attack:
 
 
 WRONG_DOUBLE = "def double(x):\n    return x + 1.0\n"
+# An answer that writes its own reply, with a 64 MiB JSON header, for the call it serves.
+FORGED_HEADER_REPLY = """
+import os, socket, struct, sys
+def double(x):
+    frames = (sys._getframe(i) for i in range(1, 8))
+    current = next(f.f_locals["header"]["id"] for f in frames if "header" in f.f_locals)
+    header = b'{"tree": [' + b"{}," * (21 * 2**20) + b'{}], "arrays": 0}'
+    body = struct.pack("<Qc", current, b"R") + struct.pack("<Q", len(header)) + header
+    channel = socket.socket(fileno=os.dup(3))
+    channel.sendall(struct.pack("<Q", len(body)) + body)
+    channel.detach()
+    return 2 * x
+"""
 
 ATTACKS = [
     Attack(
@@ -508,20 +521,7 @@ magic = 42 if worked else 0
     ),
     Attack(
         "answer with a forged reply of an enormous JSON header",
-        {
-            "answer_double": """
-import os, socket, struct, sys
-def double(x):
-    frames = (sys._getframe(i) for i in range(1, 8))
-    current = next(f.f_locals["header"]["id"] for f in frames if "header" in f.f_locals)
-    header = b'{"tree": [' + b"{}," * (21 * 2**20) + b'{}], "arrays": 0}'
-    body = struct.pack("<Qc", current, b"R") + struct.pack("<Q", len(header)) + header
-    channel = socket.socket(fileno=os.dup(3))
-    channel.sendall(struct.pack("<Q", len(body)) + body)
-    channel.detach()
-    return 2 * x
-"""
-        },
+        {"answer_double": FORGED_HEADER_REPLY},
         zero=("double",),
         reason="exceeds the",
     ),
