@@ -53,6 +53,16 @@ CLEAN = [
         "tests/service_kit.py",
     ),
     *("tests/test_service.py", "tests/test_service_browser.py", "tests/test_edition.py"),
+    "grader/sandbox",
+    "grader/fakes.py",
+    "grader/student.py",
+    "grader/codec.py",
+    "benchmarks/isolation_cost.py",
+    "tests/test_sandbox.py",
+    "tests/test_attacks.py",
+    "tests/attacks",
+    "tests/test_student.py",
+    "tests/test_codec.py",
 ]
 
 
