@@ -988,3 +988,24 @@ def test_no_install_layout_shows_the_grader_or_the_course(layout, project_wheel,
         assert names == "FileNotFoundError" or set(names) <= {".venv", "layerlab"}, (
             f"{layout}: {folder}: {names}"
         )
+
+
+def test_memory_held_by_children_and_files_stays_under_the_one_ceiling(sandbox):
+    hog = (
+        "import os, time\nkids = 0\nwith open('/tmp/blob', 'wb') as handle:\n"
+        "    try:\n        handle.write(b'z' * (100 * 2**20))\n    except OSError:\n        pass\n"
+        "for _ in range(5):\n    try:\n        if os.fork() == 0:\n"
+        "            block = b'y' * (400 * 2**20)\n            time.sleep(30)\n            os._exit(0)\n"
+        "        kids += 1\n    except OSError:\n        break\ntime.sleep(1)\n"
+    )
+    with sandbox.session() as live:
+        live.start()
+        assert run(live, hog).ok
+        if not sandbox.cgroups():  # no cgroup to count them: no children at all
+            assert live.value("kids") == 0
+            return
+        group = Path(sandbox.cgroups()["memory"]) / f"{os.getpid()}-{sandbox.info['pid']}-{live.slot}"
+        peak = int((group / "memory.max_usage_in_bytes").read_text())
+    limit = sandbox.limits.memory_mb * 2**20
+    assert int((group / "memory.limit_in_bytes").read_text()) == limit
+    assert 100 * 2**20 < peak <= limit
