@@ -5,7 +5,8 @@ crashes (kill -9) halfway and is restarted.
     python benchmarks/service_load.py --students 50 --window 20 --no-crash
 
 Each student submits one of the five assignments (model answers, a typical mistake or the
-stubs, in a fixed mixture) at a random moment of the window, then long-polls for the result,
+stubs, in a fixed mixture) at a random moment of the window (--burst of them in the second
+before the crash, a rush that leaves attempts queued), then long-polls for the result,
 as layerlab's submit() does. A request that meets the crashed service is retried with the same
 request id, so an attempt accepted just before the crash is found again (409 with its id)
 instead of being made twice. Reported: p50/p95 time from submit to feedback (all students, and
@@ -122,6 +123,9 @@ def main(argv=None) -> int:
     parser.add_argument("--port", type=int, default=18530)
     parser.add_argument("--crash-at", type=float, default=None, help="seconds in (default: half the window)")
     parser.add_argument("--no-crash", action="store_true")
+    parser.add_argument(
+        "--burst", type=int, default=40, help="students who submit in the second before the crash (a rush)"
+    )
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
 
@@ -131,6 +135,8 @@ def main(argv=None) -> int:
 
     course_yml = load_course(REPO / "course.yml")
     rng = random.Random(args.seed)
+    crash_at = None if args.no_crash else (args.crash_at if args.crash_at is not None else args.window / 2)
+    rush = crash_at if crash_at is not None else args.window / 2
     options = variants(course_yml)
     students = []
     for index in range(args.students):
@@ -138,7 +144,8 @@ def main(argv=None) -> int:
         kind, body, expected = options[assignment][
             (index // len(course_yml.assignments)) % len(options[assignment])
         ]
-        students.append(Student(index, assignment, kind, body, expected, rng.uniform(0, args.window)))
+        arrival = rush - rng.uniform(0.2, 1.2) if index < args.burst else rng.uniform(0, args.window)
+        students.append(Student(index, assignment, kind, body, expected, arrival))
 
     with tempfile.TemporaryDirectory(prefix="service-load-") as folder:
         course = service_course(Path(folder) / "course", {"attempts_per_hour": 1000})

@@ -11,8 +11,9 @@ the environment (LAYERLAB_SERVICE_URL and LAYERLAB_SERVICE_TOKEN) or from a file
     url = "https://grading.example.edu/layers"
     token = "ada.0123456789abcdef0123456789abcdef"
 
-Without a service, one line says so; in the self-study edition the grader then checks the notebook
-here, on the public inputs.
+On a JupyterHub whose grading service confirms identities with the Hub, the url alone is enough:
+the request carries this server's Hub API token (JUPYTERHUB_API_TOKEN). Without a service, one line
+says so; in the self-study edition the grader then checks the notebook here, on the public inputs.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 
 ENV_URL = "LAYERLAB_SERVICE_URL"
 ENV_TOKEN = "LAYERLAB_SERVICE_TOKEN"
+HUB_TOKEN = "JUPYTERHUB_API_TOKEN"
 CONFIG_NAME = "layerlab-service.toml"
 USER_CONFIG = Path("~/.config/layerlab/service.toml")
 WAIT_PER_REQUEST_S = 20
@@ -136,22 +138,32 @@ class Feedback:
 
 
 def service_config(start: Path | None = None) -> dict | None:
-    """{"url", "token", "from"} from the environment or the nearest config file; None when none is set.
+    """{"url", "token", "scheme", "from"} from the environment or the nearest config file; None when
+    none is set. On a JupyterHub, a configured url without a token uses the Hub's API token of this
+    server (JUPYTERHUB_API_TOKEN), which the service confirms with the Hub.
 
     A config file that exists but lacks a field or is not TOML raises ValueError naming the file.
     """
     url, token = os.environ.get(ENV_URL, "").strip(), os.environ.get(ENV_TOKEN, "").strip()
+    found = None
     if url or token:
-        if not (url and token):
-            missing = ENV_TOKEN if url else ENV_URL
-            raise ValueError(f"{ENV_URL} and {ENV_TOKEN} go together, but {missing} is not set")
-        return {"url": url, "token": token, "from": "the environment"}
-    start = Path(start or Path.cwd()).resolve()
-    for folder in (start, *start.parents):
-        if (folder / CONFIG_NAME).is_file():
-            return _read_config(folder / CONFIG_NAME)
-    user = USER_CONFIG.expanduser()
-    return _read_config(user) if user.is_file() else None
+        if not url:
+            raise ValueError(f"{ENV_TOKEN} is set but {ENV_URL} is not")
+        found = {"url": url, "token": token, "from": "the environment"}
+    else:
+        start = Path(start or Path.cwd()).resolve()
+        files = [folder / CONFIG_NAME for folder in (start, *start.parents)] + [USER_CONFIG.expanduser()]
+        path = next((path for path in files if path.is_file()), None)
+        found = _read_config(path) if path is not None else None
+    if found is None:
+        return None
+    found["scheme"] = "Bearer"
+    if not found["token"]:
+        hub_token = os.environ.get(HUB_TOKEN, "").strip()
+        if not hub_token:
+            raise ValueError(f"no token for the grading service in {found['from']} (and not on a JupyterHub)")
+        found.update(token=hub_token, scheme="token")
+    return found
 
 
 def _read_config(path: Path) -> dict:
@@ -159,10 +171,12 @@ def _read_config(path: Path) -> dict:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise ValueError(f"{path} is not a readable TOML file: {error}") from None
-    for key in ("url", "token"):
-        if type(data.get(key)) is not str or not data[key].strip():
-            raise ValueError(f'{path} needs {key} = "..."')
-    return {"url": data["url"].strip(), "token": data["token"].strip(), "from": str(path)}
+    if type(data.get("url")) is not str or not data["url"].strip():
+        raise ValueError(f'{path} needs url = "..."')
+    token = data.get("token", "")
+    if type(token) is not str:
+        raise ValueError(f'{path}: token should be text, token = "..."')
+    return {"url": data["url"].strip(), "token": token.strip(), "from": str(path)}
 
 
 def current_notebook() -> Path | None:
@@ -215,7 +229,10 @@ def _request(
     if not url.endswith("/api/v1"):
         url += "/api/v1"
     query = f"?wait={wait:g}" if wait else ""
-    headers = {"Authorization": f"Bearer {config['token']}", "Accept": "application/json"}
+    headers = {
+        "Authorization": f"{config.get('scheme', 'Bearer')} {config['token']}",
+        "Accept": "application/json",
+    }
     if body is not None:
         headers.update(
             {

@@ -3,7 +3,7 @@
 Used by tests/test_service*.py and benchmarks/service_load.py:
 
     course = service_course(tmp_path / "course", service={"attempts_per_hour": 3})
-    with ServiceProcess(course, tmp_path / "data", port=18510) as service:
+    with ServiceProcess(course, tmp_path / "data") as service:
         reply = post_notebook(service.url, "01_shapes", notebook_bytes(course, "01_shapes"), token)
 """
 
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -27,6 +29,20 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "service-test-secret"
 START_TIMEOUT_S = 120
+
+
+def free_port(first: int = 18500, last: int = 18599) -> int:
+    """A port of this project's service range that nothing listens on now (others may run these tests)."""
+    ports = list(range(first, last + 1))
+    random.shuffle(ports)
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no free port in {first}-{last}")
 
 
 def service_course(folder: Path, service: dict | None = None) -> Path:
@@ -115,10 +131,22 @@ def wait_graded(base_url: str, attempt: str, student_token: str, timeout_s: floa
 class ServiceProcess:
     """`python -m grader serve` on 127.0.0.1:port for `course`, writing to `data`; a context manager."""
 
-    def __init__(self, course: Path, data: Path, port: int, workers: int = 1, extra_env: dict | None = None):
+    def __init__(
+        self,
+        course: Path,
+        data: Path,
+        port: int | None = None,
+        workers: int = 1,
+        extra_env: dict | None = None,
+        args=(),
+        prefix: str = "",
+    ):
+        port = port or free_port()
         self.course, self.data, self.port, self.workers = Path(course), Path(data), port, workers
+        self.args = list(args)
         self.env = dict(os.environ, LAYERS_GRADER_SECRET=SECRET, PYTHONUNBUFFERED="1", **(extra_env or {}))
-        self.url = f"http://127.0.0.1:{port}/api/v1"
+        self.url = f"http://127.0.0.1:{port}{prefix}/api/v1"
+        self.args += ["--prefix", prefix] if prefix else []
         self.process: subprocess.Popen | None = None
         self.log_path = self.data.parent / f"serve-{port}.log"
         self.starts = 0
@@ -128,7 +156,7 @@ class ServiceProcess:
         self.log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "grader", "serve", "--course", str(self.course), "--data", str(self.data)]
-            + ["--port", str(self.port), "--workers", str(self.workers)],
+            + ["--port", str(self.port), "--workers", str(self.workers), *self.args],
             cwd=ROOT,
             env=self.env,
             stdout=self.log,
@@ -136,17 +164,23 @@ class ServiceProcess:
             start_new_session=True,
         )
         deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"the service exited with {self.process.returncode}:\n{self.log_tail()}")
-            try:
-                status, _ = request(f"{self.url}/status", timeout=5)
-                if status == 200:
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.3)
-        raise AssertionError(f"the service did not answer within {START_TIMEOUT_S} s:\n{self.log_tail()}")
+        try:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise AssertionError(
+                        f"the service exited with {self.process.returncode}:\n{self.log_tail()}"
+                    )
+                try:
+                    status, _ = request(f"{self.url}/status", timeout=5)
+                    if status == 200:
+                        return self
+                except (OSError, ValueError):
+                    pass
+                time.sleep(0.3)
+            raise AssertionError(f"the service did not answer within {START_TIMEOUT_S} s:\n{self.log_tail()}")
+        except BaseException:
+            self.kill()
+            raise
 
     def wait_idle(self, timeout_s: float = 300) -> None:
         """Return once nothing is queued or being graded."""

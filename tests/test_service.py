@@ -22,6 +22,7 @@ from service_kit import (
     ROOT,
     SECRET,
     ServiceProcess,
+    free_port,
     notebook,
     notebook_bytes,
     post_notebook,
@@ -57,7 +58,7 @@ def course(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def service(course, tmp_path_factory):
-    with ServiceProcess(course, tmp_path_factory.mktemp("service-data") / "data", port=18510) as running:
+    with ServiceProcess(course, tmp_path_factory.mktemp("service-data") / "data") as running:
         yield running
 
 
@@ -183,8 +184,15 @@ def test_layerlab_reads_the_config_file(tmp_path, monkeypatch):
     (tmp_path / client.CONFIG_NAME).write_text('url = "http://127.0.0.1:1/"\ntoken = "ada.00"\n')
     (tmp_path / "deep" / "er").mkdir(parents=True)
     assert client.service_config(tmp_path / "deep" / "er")["token"] == "ada.00"
+    monkeypatch.delenv(client.HUB_TOKEN, raising=False)
     (tmp_path / client.CONFIG_NAME).write_text('url = "http://127.0.0.1:1/"\n')
-    with pytest.raises(ValueError, match='needs token = "..."'):
+    with pytest.raises(ValueError, match="no token for the grading service in .*not on a JupyterHub"):
+        client.service_config(tmp_path)
+    monkeypatch.setenv(client.HUB_TOKEN, "hub-api-token")
+    found = client.service_config(tmp_path)
+    assert (found["scheme"], found["token"]) == ("token", "hub-api-token")
+    (tmp_path / client.CONFIG_NAME).write_text('token = "ada.00"\n')
+    with pytest.raises(ValueError, match='needs url = "..."'):
         client.service_config(tmp_path)
 
 
@@ -414,7 +422,7 @@ def test_queue_positions_and_a_crash_lose_nothing(course, tmp_path):
     """One worker, a slow first notebook: the others wait in line and say where. The service is killed
     with attempts still queued; after a restart every accepted attempt is graded."""
     data = tmp_path / "data"
-    service = ServiceProcess(course, data, port=18511).start()
+    service = ServiceProcess(course, data).start()
     try:
         accepted = {}
         status, first = post_notebook(
@@ -458,3 +466,120 @@ def test_queue_positions_and_a_crash_lose_nothing(course, tmp_path):
             assert len(list(data.glob(f"service/attempts/{student}/*/*/attempt.json"))) == 1
     finally:
         service.stop()
+
+
+def test_grades_on_a_dask_cluster(course, tmp_path):
+    """--dask: attempts are graded by the cluster's workers (which hold the course secret); public-only
+    attempts (here all but 03_gradients, whose deadline is past) by the local pool, since a worker
+    knows only the secret."""
+    import distributed
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAYERS_GRADER_SECRET", SECRET)  # inherited by the worker processes
+        cluster = distributed.LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+        )
+    with cluster, distributed.Client(cluster) as client:
+        args = ["--dask", cluster.scheduler_address]
+        with ServiceProcess(course, tmp_path / "data", args=args) as service:
+            mistake = {"linear_backward": "def linear_backward(G, X, W):\n    return G.T @ X, G @ W, G\n"}
+            status, remote = post_notebook(
+                service.url, "03_gradients", notebook_bytes("03_gradients", mistake), token("dan"), wait=120
+            )
+            status_local, local = post_notebook(
+                service.url, "01_shapes", notebook_bytes("01_shapes"), token("dan"), wait=120
+            )
+        assert status == 200 and remote["status"] == "graded", remote
+        parts = {p["part"]: p for p in remote["result"]["parts"]}
+        assert parts["linear_backward"]["score"] < parts["linear_backward"]["max_score"]
+        assert parts["rel_error"]["score"] == parts["rel_error"]["max_score"]
+        assert remote["result"]["public_inputs"] is False  # past its deadline: the hidden inputs
+        assert status_local == 200 and local["result"]["public_inputs"] is True
+        assert local["result"]["score"] == AUTOMATIC
+
+        def grading_seconds(dask_scheduler):
+            return sum(
+                prefix.all_durations.get("compute", 0)
+                for name, prefix in dask_scheduler.task_prefixes.items()
+                if "grade" in name
+            )
+
+        assert client.run_on_scheduler(grading_seconds) > 0, "the cluster graded nothing"
+
+
+# --- JupyterHub identities ----------------------------------------------------------------------
+
+HUB_USERS = {"hub-token-of-wes": "wes"}
+
+
+@pytest.fixture
+def fake_hub():
+    """A stand-in for the Hub's REST API (`GET /hub/api/user`) on loopback, in a thread of this process."""
+    import asyncio
+    import threading
+
+    import tornado.web
+
+    class UserHandler(tornado.web.RequestHandler):
+        def get(self):
+            scheme, _, api_token = self.request.headers.get("Authorization", "").partition(" ")
+            if scheme != "token" or api_token not in HUB_USERS:
+                self.set_status(403)
+                self.finish({"status": 403, "message": "not allowed"})
+                return
+            self.finish({"kind": "user", "name": HUB_USERS[api_token]})
+
+    ready, state, port = threading.Event(), {}, free_port()
+
+    def serve():
+        async def main():
+            server = tornado.web.Application([("/hub/api/user", UserHandler)]).listen(port, "127.0.0.1")
+            state["stop"] = asyncio.Event()
+            state["loop"] = asyncio.get_running_loop()
+            ready.set()
+            await state["stop"].wait()
+            server.stop()
+
+        asyncio.run(main())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    ready.wait(30)
+    yield f"http://127.0.0.1:{port}/hub/api"
+    state["loop"].call_soon_threadsafe(state["stop"].set)
+    thread.join(30)
+
+
+def test_jupyterhub_api_tokens_identify_students(course, tmp_path, fake_hub):
+    client = importlib.import_module("layerlab.submit")
+    env = {"JUPYTERHUB_API_URL": fake_hub}  # what the Hub gives its services
+    with ServiceProcess(course, tmp_path / "data", extra_env=env, prefix="/services/grading") as service:
+        url = service.url
+        config = {"url": url.removesuffix("/api/v1"), "token": "hub-token-of-wes", "scheme": "token"}
+        status, answer = client._request(
+            config, "POST", "/assignments/02_parameters/attempts", notebook_bytes("02_parameters"), wait=120
+        )
+        assert status == 200 and answer["status"] == "graded", answer
+        assert (
+            tmp_path / "data" / "service" / "attempts" / "wes" / "02_parameters" / answer["attempt"]
+        ).is_dir()
+
+        before = snapshot(service.data)
+        status, refused = client._request(
+            dict(config, token="hub-token-of-nobody"), "POST", "/assignments/02_parameters/attempts", b"{}"
+        )
+        assert (status, refused["error"]) == (401, "bad-token")
+        status, refused = request(
+            f"{url}/assignments/02_parameters/attempts", "POST", b"{}", {"Authorization": "token x"}
+        )
+        assert (status, refused["error"]) == (401, "bad-token")
+        assert snapshot(service.data) == before
+        outside = request(f"http://127.0.0.1:{service.port}/api/v1/status")
+        assert outside == (404, {"error": "http-404", "message": "Not Found"}), (
+            "the API is under the prefix only"
+        )

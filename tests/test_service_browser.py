@@ -57,7 +57,7 @@ def browser():
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
     course = service_course(tmp_path_factory.mktemp("browser-service") / "course")
-    with ServiceProcess(course, course.parent / "data", port=18520, workers=2) as running:
+    with ServiceProcess(course, course.parent / "data", workers=2) as running:
         yield running
 
 

@@ -149,7 +149,7 @@ def _readme(course, self_study: bool) -> str:
     edition = "self-study edition" if self_study else "student edition"
     text = f"""# {course.title} — {edition}
 
-Python 3.11.5 or newer. Two commands, run in this folder:
+Python 3.11 or newer. Two commands, run in this folder:
 
 ```bash
 python3 -m venv .venv && .venv/bin/pip install -r requirements.lock .    # set up (once)

@@ -37,6 +37,7 @@ REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{8,80}")
 MAX_CLOCK_SKEW_S = 300
 MAX_WAIT_S = 120
 HOUR_NS = 3600 * 10**9
+GRADING_TRIES = 3
 
 
 class Refusal(Exception):
@@ -110,14 +111,15 @@ class Service:
     Every method but the grading callbacks runs on the tornado event loop.
     """
 
-    def __init__(self, course, data_dir: Path, secret: str, grading, clock=time.time_ns):
-        self.course, self.policy, self.secret = course, course.service, secret
+    def __init__(self, course, data_dir: Path, secret: str, grading, clock=time.time_ns, hub=None):
+        self.course, self.policy, self.secret, self.hub = course, course.service, secret, hub
         self.store = AttemptStore(data_dir)
         self.grading = grading
         self.clock = clock
         self.waiting: list[str] = []
         self.in_progress: set[str] = set()
         self.waiters: dict[str, list[asyncio.Future]] = {}
+        self.tries: dict[str, int] = {}
         self._lock = threading.Lock()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.hide = (str(course.root), str(self.store.data_dir))
@@ -151,14 +153,31 @@ class Service:
         future.add_done_callback(lambda done: self._graded(attempt, done))
 
     def _graded(self, attempt: Attempt, future) -> None:
-        """In a grading thread: write the result to disk, then wake whoever waits for it."""
-        try:
-            result = future.result()
-        except BaseException as error:  # cancelled at shutdown: it stays queued on disk
-            log.warning("attempt %s not graded: %r", attempt.id, error)
-            return
-        if result.retry and result.error:
-            log.warning("attempt %s: the grader failed: %s", attempt.id, result.error)
+        """In a grading thread: write the result to disk, then wake whoever waits for it.
+
+        When the grader itself failed (not the notebook), the attempt is graded again, up to
+        GRADING_TRIES times; after that its result says so, and the student can submit again."""
+        if future.cancelled():
+            self._done(attempt)
+            return  # shutting down: it stays queued on disk and is graded at the next start
+        error = future.exception()
+        result = None if error is not None else future.result()
+        if error is not None or result.retry:
+            tries = self.tries[attempt.id] = self.tries.get(attempt.id, 0) + 1
+            log.warning(
+                "attempt %s: the grader failed (try %d): %s", attempt.id, tries, error or result.error
+            )
+            if tries < GRADING_TRIES and self.loop is not None and not self.loop.is_closed():
+                self._done(attempt)
+                self.loop.call_soon_threadsafe(self.enqueue, attempt)
+                return
+            if result is None:
+                from grader.result import zero_result
+
+                reason = f"the grader failed on this attempt ({type(error).__name__}); submit again later"
+                result = zero_result(
+                    self.course.assignment(attempt.assignment), "", attempt.student, reason, True
+                )
         try:
             view = student_result(self.course, attempt, result, self.hide)
             view["graded"] = datetime.now(timezone.utc).isoformat(timespec="microseconds")
@@ -169,12 +188,15 @@ class Service:
             )
             return
         finally:
-            with self._lock:
-                self.in_progress.discard(attempt.id)
-                if attempt.id in self.waiting:
-                    self.waiting.remove(attempt.id)
+            self._done(attempt)
         if self.loop is not None and not self.loop.is_closed():
             self.loop.call_soon_threadsafe(self._wake, attempt.id)
+
+    def _done(self, attempt: Attempt) -> None:
+        with self._lock:
+            self.in_progress.discard(attempt.id)
+            if attempt.id in self.waiting:
+                self.waiting.remove(attempt.id)
 
     def _wake(self, attempt_id: str) -> None:
         for waiter in self.waiters.pop(attempt_id, []):
@@ -222,7 +244,9 @@ class Service:
             }
 
     # ------------------------------------------------------------------ admission
-    def authenticate(self, header: str | None) -> str:
+    async def authenticate(self, header: str | None) -> str:
+        """The student a request's Authorization header names: a course token (`Bearer`), or on a
+        JupyterHub the student's Hub API token (`token`), confirmed by the Hub."""
         if not header:
             raise Refusal(
                 401,
@@ -231,7 +255,20 @@ class Service:
                 "(see the course README); ask your instructor if you have none.",
             )
         scheme, _, token = header.partition(" ")
-        student = student_of(self.secret, token) if scheme.lower() == "bearer" else None
+        student = None
+        if scheme.lower() == "bearer":
+            student = student_of(self.secret, token)
+        elif scheme.lower() == "token" and self.hub is not None:
+            from grader.service.hub import HubUnavailable
+
+            try:
+                student = await self.hub.user(token.strip())
+            except HubUnavailable as error:
+                raise Refusal(
+                    503,
+                    "hub-unavailable",
+                    f"JupyterHub could not confirm who you are ({error}); try again soon.",
+                ) from None
         if student is None:
             raise Refusal(
                 401,
@@ -399,7 +436,7 @@ class AttemptsHandler(_Handler):
     async def post(self, assignment_id: str):
         service = self.service
         try:
-            student = service.authenticate(self.request.headers.get("Authorization"))
+            student = await service.authenticate(self.request.headers.get("Authorization"))
             request_id = service.check_fresh(
                 student, self.request.headers.get("X-Request-Id"), self.request.headers.get("X-Request-Time")
             )
@@ -433,7 +470,7 @@ class AttemptHandler(_Handler):
     async def get(self, attempt_id: str):
         service = self.service
         try:
-            student = service.authenticate(self.request.headers.get("Authorization"))
+            student = await service.authenticate(self.request.headers.get("Authorization"))
             attempt = service.store.attempts.get(attempt_id)
             if attempt is None or attempt.student != student:
                 raise Refusal(404, "unknown-attempt", f"You have no attempt {attempt_id!r:.80}.")
@@ -444,15 +481,29 @@ class AttemptHandler(_Handler):
         self.finish(json.dumps(service.view(attempt)))
 
 
+class NotFoundHandler(_Handler):
+    def prepare(self):
+        raise tornado.web.HTTPError(404)
+
+
 class StatusHandler(_Handler):
     def get(self):
         self.finish(json.dumps(self.service.status()))
 
 
-def make_app(service: Service) -> tornado.web.Application:
+def make_app(service: Service, prefix: str = "/") -> tornado.web.Application:
+    """The API under `prefix` (JupyterHub proxies a service's whole path, e.g. /services/grading/)."""
+    base = "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
+    api = re.escape(base.rstrip("/") + API)
     routes = [
-        (rf"{API}/assignments/([^/]+)/attempts", AttemptsHandler, {"service": service}),
-        (rf"{API}/attempts/([^/]+)", AttemptHandler, {"service": service}),
-        (rf"{API}/status", StatusHandler, {"service": service}),
+        (rf"{api}/assignments/([^/]+)/attempts", AttemptsHandler, {"service": service}),
+        (rf"{api}/attempts/([^/]+)", AttemptHandler, {"service": service}),
+        (rf"{api}/status", StatusHandler, {"service": service}),
     ]
-    return tornado.web.Application(routes, xheaders=False, compress_response=True)
+    return tornado.web.Application(
+        routes,
+        default_handler_class=NotFoundHandler,
+        default_handler_args={"service": service},
+        xheaders=False,
+        compress_response=True,
+    )

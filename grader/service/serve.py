@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -32,6 +33,18 @@ def add_arguments(parser):
         "--workers", type=int, default=None, help="parallel gradings (default: limits.workers)"
     )
     parser.add_argument("--dask", default=None, metavar="ADDRESS", help="grade on this Dask scheduler")
+    parser.add_argument(
+        "--hub-api",
+        default=os.environ.get("JUPYTERHUB_API_URL"),
+        metavar="URL",
+        help="also accept students' JupyterHub API tokens, confirmed by this Hub API "
+        "(default: $JUPYTERHUB_API_URL, set by the Hub for its services)",
+    )
+    parser.add_argument(
+        "--prefix",
+        default=os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/"),
+        help="URL path the API lives under (default: $JUPYTERHUB_SERVICE_PREFIX or /)",
+    )
     add_course_option(parser)
 
 
@@ -55,12 +68,26 @@ def run(args) -> int:
         return 2
     data_dir = Path(args.data).resolve() if args.data else course_dir
     try:
-        return asyncio.run(serve(course, data_dir, secret, args.host, args.port, args.workers, args.dask))
+        return asyncio.run(
+            serve(
+                course,
+                data_dir,
+                secret,
+                args.host,
+                args.port,
+                args.workers,
+                args.dask,
+                args.hub_api,
+                args.prefix,
+            )
+        )
     except KeyboardInterrupt:
         return 0
 
 
-async def serve(course, data_dir, secret, host, port, workers=None, dask=None) -> int:
+async def serve(
+    course, data_dir, secret, host, port, workers=None, dask=None, hub_api=None, prefix="/"
+) -> int:
     import tornado.httpserver
 
     from grader.service.app import Service, make_app
@@ -74,9 +101,15 @@ async def serve(course, data_dir, secret, host, port, workers=None, dask=None) -
         print(f"serve: cannot start grading: {error}", file=sys.stderr)
         grading.close()
         return 2
-    service = Service(course, data_dir, secret, grading)
+    hub = None
+    if hub_api:
+        from grader.service.hub import HubIdentity
+
+        hub = HubIdentity(hub_api)
+    service = Service(course, data_dir, secret, grading, hub=hub)
     pending = service.start()
-    server = tornado.httpserver.HTTPServer(make_app(service), max_body_size=service.max_upload() * 4 + 2**20)
+    app = make_app(service, prefix)
+    server = tornado.httpserver.HTTPServer(app, max_body_size=service.max_upload() * 4 + 2**20)
     try:
         server.listen(port, address=host)
     except OSError as error:
@@ -91,8 +124,10 @@ async def serve(course, data_dir, secret, host, port, workers=None, dask=None) -
         grading.close()
         return 2
     print(
-        f"serve: {course.course_id} on http://{host}:{port}/api/v1 ({grading.workers} workers"
-        f"{', Dask ' + dask if dask else ''}); {pending} attempt(s) queued from before; data in {data_dir}",
+        f"serve: {course.course_id} on http://{host}:{port}{('/' + prefix.strip('/')).rstrip('/')}/api/v1"
+        f" ({grading.workers} workers{', Dask ' + dask if dask else ''}"
+        f"{', JupyterHub identities from ' + hub_api if hub_api else ''}); "
+        f"{pending} attempt(s) queued from before; data in {data_dir}",
         flush=True,
     )
     stop = asyncio.Event()
