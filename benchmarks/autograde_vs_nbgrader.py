@@ -81,7 +81,8 @@ for path in sys.argv[1:]:
         start = time.perf_counter()
         for cell in cells:
             meta = cell.get("metadata", {})
-            if cell["cell_type"] != "code" or "illustration" in meta.get("tags", []) or meta.get("nbgrader", {}).get("grade"):
+            skipped = "illustration" in meta.get("tags", []) or meta.get("nbgrader", {}).get("grade")
+            if cell["cell_type"] != "code" or skipped:
                 continue
             try:
                 with contextlib.redirect_stdout(io.StringIO()):
@@ -207,14 +208,16 @@ def main(argv=None) -> int:
         overheads = [per_notebook[key] - own.get(key, 0.0) for key in per_notebook]
         print(f"vanilla nbgrader   generate_assignment (setup, not counted): {setup:7.1f} s")
         print(
-            f"vanilla nbgrader   autograde:  {vanilla_time:7.1f} s   {vanilla_time / notebooks:6.2f} s/notebook  (sequential)"
+            f"vanilla nbgrader   autograde:  {vanilla_time:7.1f} s   {vanilla_time / notebooks:6.2f} "
+            "s/notebook  (sequential)"
         )
         print(
-            f"grader autograde   {args.workers} workers:  {ours_time:7.1f} s   {ours_time / notebooks:6.2f} s/notebook  "
-            "(wall time incl. start-up)"
+            f"grader autograde   {args.workers} workers:  {ours_time:7.1f} s   {ours_time / notebooks:6.2f} "
+            "s/notebook  (wall time incl. start-up)"
         )
         print(
-            f"grader autograde   1 worker:   {ours_one_time:7.1f} s   {ours_one_time / notebooks:6.2f} s/notebook"
+            f"grader autograde   1 worker:   {ours_one_time:7.1f} s   {ours_one_time / notebooks:6.2f} "
+            "s/notebook"
         )
         print(
             f"\nthroughput ratio  {vanilla_time / ours_time:5.1f}x with {args.workers} workers "
@@ -232,7 +235,8 @@ def main(argv=None) -> int:
         )
         for (student, assignment), seconds in sorted(per_notebook.items()):
             print(
-                f"  {student:10s} {assignment:22s} graded in {seconds:6.3f} s, own compute {own.get((student, assignment), 0):6.3f} s"
+                f"  {student:10s} {assignment:22s} graded in {seconds:6.3f} s, own compute "
+                f"{own.get((student, assignment), 0):6.3f} s"
             )
     finally:
         if not args.keep:

@@ -29,7 +29,10 @@ BENCH_SECRET = "scale-benchmark-secret"
 
 
 def submission_plan(course, available: list[str], count: int) -> list[tuple[object, str, str]]:
-    """(demo student, new student id, assignment id) for `count` submissions, mixture kept for every prefix."""
+    """(demo student, new student id, assignment id) for `count` submissions.
+
+    The mixture of students is kept for every prefix of the plan.
+    """
     from grader.demo_class import CLASS
 
     pairs = [

@@ -377,7 +377,8 @@ class _Converter:
             raise ShapeMismatch(
                 f"your expression multiplies {self.source(node.left)} ({format_shape(left.shape)}) by "
                 f"{self.source(node.right)} ({format_shape(right.shape)}): inner sizes {left.shape[1]} and "
-                f"{right.shape[0]} do not match{_concrete_pair(left.shape, right.shape, 'times')} (at column {column})",
+                f"{right.shape[0]} do not match{_concrete_pair(left.shape, right.shape, 'times')} (at "
+                f"column {column})",
                 column,
             )
         return _Value(sympy.MatMul(left.expr, right.expr).doit(), (left.shape[0], right.shape[1]))

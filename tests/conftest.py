@@ -46,7 +46,10 @@ def make_ctx(assignment: str, part: str, seed: int | str = 0) -> CheckContext:
 
 
 def assert_zero(result, *codes: str, text: str = ""):
-    """A clear zero: failed or error, real feedback (no internal error), the given codes, `text` in the feedback."""
+    """A clear zero: failed or error, real feedback (no internal error), the given codes.
+
+    `text` must appear in the feedback.
+    """
     assert result.score == 0, result.feedback
     assert result.status in (Status.FAILED, Status.ERROR), result
     assert result.feedback.strip() and "internal error" not in result.feedback, result

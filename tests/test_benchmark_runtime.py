@@ -181,7 +181,10 @@ def _returns(value):
     ],
 )
 def test_sweep_names_a_student_function_whose_result_cannot_be_used(option, value):
-    message = rf"the \w+ student_function returned for shape \(7, 73, 5\) should be a positive finite number, got {value!r}"
+    message = (
+        rf"the \w+ student_function returned for shape \(7, 73, 5\) "
+        rf"should be a positive finite number, got {value!r}"
+    )
     with pytest.raises(ValueError, match=message):
         lab.run_sweep([(7, 73, 5)], **{option: _returns(value)}, warmup=0, repeat=1)
 

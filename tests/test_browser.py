@@ -243,7 +243,8 @@ def test_student_sees_each_task_stub(assignment_id, open_notebook):
     assert not problems, (
         f"{assignment_id} as released, run like a student would: a student should see only each stub's "
         f"NotImplementedError naming its task (tasks {', '.join(sorted(function_tasks))}) or a value stub's "
-        f"public test failing with a message that starts with its task (tasks {', '.join(sorted(value_tasks))}), "
+        "public test failing with a message that starts with its task (tasks "
+        f"{', '.join(sorted(value_tasks))}), "
         "and nothing on stderr; instead:\n" + "\n".join(problems)
     )
 

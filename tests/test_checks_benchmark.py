@@ -64,12 +64,12 @@ WRONG_FORMULAS = {
         (lambda B, i, o, t: t / (2 * B * i * o), (), "seconds per flop"),
     ],
     "roofline_bound": [
-        (lambda I, P, BW: "compute" if I < P / BW else "memory", (), "opposite"),
-        (lambda I, P, BW: "memory" if I < BW / P else "compute", (), "ridge point"),
-        (lambda I, P, BW: "memory", (), "ridge point"),
-        (lambda I, P, BW: "Memory" if I < P / BW else "Compute", (), "lower case"),
-        (lambda I, P, BW: "memory-bound" if I < P / BW else "compute-bound", (), "exactly"),
-        (lambda I, P, BW: I < P / BW, (), "'memory' or 'compute'"),
+        (lambda ai, P, BW: "compute" if ai < P / BW else "memory", (), "opposite"),
+        (lambda ai, P, BW: "memory" if ai < BW / P else "compute", (), "ridge point"),
+        (lambda ai, P, BW: "memory", (), "ridge point"),
+        (lambda ai, P, BW: "Memory" if ai < P / BW else "Compute", (), "lower case"),
+        (lambda ai, P, BW: "memory-bound" if ai < P / BW else "compute-bound", (), "exactly"),
+        (lambda ai, P, BW: ai < P / BW, (), "'memory' or 'compute'"),
     ],
 }
 
@@ -86,7 +86,7 @@ def test_wrong_formulas_score_zero_with_their_code(grade, part, index, seed):
 @pytest.mark.parametrize("seed", range(5))
 def test_roofline_off_by_one_at_the_ridge_point_gets_half(grade, seed):
     result = grade(
-        A, "roofline_bound", LocalFunction(lambda I, P, BW: "memory" if I <= P / BW else "compute"), seed
+        A, "roofline_bound", LocalFunction(lambda ai, P, BW: "memory" if ai <= P / BW else "compute"), seed
     )
     assert result.status == Status.PARTIAL and result.score == 0.5 and "ridge point" in result.feedback
 
@@ -223,7 +223,10 @@ def test_one_middle_value_for_an_even_repeat_gets_half(grade, seed):
 
 @pytest.mark.parametrize("seed", range(30))
 def test_scenarios_separate_the_right_median_from_each_targeted_mistake(ctx_for, seed):
-    """The warm-up, outlier, asynchronous and even-repeat scenarios each expose their mistakes by a wide margin."""
+    """Each of the warm-up, outlier, asynchronous and even-repeat scenarios exposes its mistakes.
+
+    Each does so by a wide margin.
+    """
     warm, outlier, asynchronous, even, windows = scenarios(ctx_for(A, "time_op", seed).rng)
     targeted = [
         (warm, no_warmup),

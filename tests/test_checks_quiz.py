@@ -1,4 +1,7 @@
-"""The misconception quiz: right-minus-wrong scoring, one explained code per wrong mark, strict answer format."""
+"""The misconception quiz.
+
+Right-minus-wrong scoring, one explained code per wrong mark, strict answer format.
+"""
 
 from __future__ import annotations
 

@@ -87,7 +87,8 @@ def test_released_notebook_runs_to_the_end_and_fails_only_in_test_cells(assignme
             continue
         part = parts.get(grade_id(cell))
         assert part is not None and part.kind != "manual", (
-            f"cell {cell.id} ({grade_id(cell) or 'not a test cell'}) raised {errors(cell)[0].ename}: {errors(cell)[0].evalue}"
+            f"cell {cell.id} ({grade_id(cell) or 'not a test cell'}) raised {errors(cell)[0].ename}: "
+            f"{errors(cell)[0].evalue}"
         )
         error = errors(cell)[0]
         if part.kind == "function":  # the stub itself raises, naming the task

@@ -120,7 +120,10 @@ def ring_all_gather(chunks: list[np.ndarray]) -> tuple[list[list], list[int]]:
 
 
 def ring_all_reduce(tensors: list[np.ndarray]) -> tuple[list[np.ndarray], list[int]]:
-    """Ring all-reduce (reduce-scatter, then all-gather) of one tensor per rank; returns results and elements sent."""
+    """Ring all-reduce (reduce-scatter, then all-gather) of one tensor per rank.
+
+    Returns the results and the number of elements each rank sent.
+    """
     p = len(tensors)
     parts = [np.array_split(tensor.ravel(), p) for tensor in tensors]
     sent = [0] * p

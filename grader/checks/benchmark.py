@@ -219,7 +219,10 @@ def check_achieved_flops(answer, ctx):
 
 
 def roofline_cases(rng):
-    """(intensity, peak_flops, bandwidth) with whole numbers, so the ridge point is exact; one sits on the ridge."""
+    """(intensity, peak_flops, bandwidth) cases; one sits on the ridge.
+
+    Whole numbers keep the ridge point exact.
+    """
     cases = []
     for _ in range(3):
         ridge = int(rng.choice([8, 13, 64, 156, 295]))
@@ -458,12 +461,14 @@ def middle(durations, upper: bool) -> float:
 def timing_mistakes(scenario: Scenario, expected: float):
     """The known wrong timing models, replayed on `scenario`, as (value, feedback, *codes)."""
     warm = (
-        f"The first {scenario.warmup} calls of this device are slow, like a real first call that allocates memory "
-        f"or compiles a kernel: run fn exactly `warmup` times before the timed loop and leave them out of the timing."
+        f"The first {scenario.warmup} calls of this device are slow, like a real first call that allocates "
+        "memory or compiles a kernel: run fn exactly `warmup` times before the timed loop and leave them "
+        "out of the timing."
     )
     no_sync = (
-        "On this asynchronous device fn() returns as soon as the work is queued, so the clock must be read only "
-        "after sync(): call sync() (when it is given) before reading the start clock and again before the end clock."
+        "On this asynchronous device fn() returns as soon as the work is queued, so the clock must be read "
+        "only after sync(): call sync() (when it is given) before reading the start clock and again before "
+        "the end clock."
     )
     outlier = (
         "A single slow run (say, one interrupted by the operating system) pulls the mean up but hardly moves "
@@ -514,7 +519,8 @@ def timing_mistakes(scenario: Scenario, expected: float):
     if scenario.number != 1:
         per_window = (
             f"With number={scenario.number}, call fn {scenario.number} times between the two clock reads "
-            f"(each window is sync, start, {scenario.number} calls, sync, end) and divide the window by number."
+            f"(each window is sync, start, {scenario.number} calls, sync, end) and divide the window by "
+            "number."
         )
         yield (
             scenario.replay(partial(timing_model, calls=1, divide=False)),
@@ -530,8 +536,9 @@ def timing_mistakes(scenario: Scenario, expected: float):
     for warmup, repeat in other_counts(scenario.warmup, scenario.repeat):
         yield (
             replace(scenario, warmup=warmup, repeat=repeat).replay(ref.time_op),
-            f"Your result is what {warmup} warm-up calls and {repeat} timed runs give, but this call asked for "
-            f"warmup={scenario.warmup} and repeat={scenario.repeat}: use the arguments, not fixed numbers.",
+            f"Your result is what {warmup} warm-up calls and {repeat} timed runs give, but this call asked "
+            f"for warmup={scenario.warmup} and repeat={scenario.repeat}: use the arguments, not fixed "
+            "numbers.",
             *(("timing-includes-warmup",) if warmup < scenario.warmup else ()),
         )
 
@@ -610,8 +617,10 @@ symbolic_part(
     "05_matmul_benchmark.flops_formula",
     SymbolicPart(
         variable="flops_formula",
-        question="the floating-point operations of the product X @ W.T for X of shape B x d_in and W of shape "
-        "d_out x d_in",
+        question=(
+            "the floating-point operations of the product X @ W.T for X of shape B x d_in and W of shape "
+            "d_out x d_in"
+        ),
         symbols={"B": "batch size", "d_in": "input features", "d_out": "output units"},
         answers=("2*B*d_in*d_out",),
         known=(

@@ -102,7 +102,10 @@ def call_student(answer, args: tuple, names: tuple[str, ...], wording: CallWordi
 
 
 def same(got, expected) -> bool:
-    """Whether `got` equals `expected` (an array, a number, None, or a list of those) within float64 tolerance."""
+    """Whether `got` equals `expected` within float64 tolerance.
+
+    Either may be an array, a number, None, or a list of those.
+    """
     if expected is None or got is None:
         return got is None and expected is None
     if isinstance(expected, list):
@@ -127,7 +130,9 @@ def reject_float32(got: float, expected: float, setting: str) -> None:
 
 
 def known_mistake(got, expected, models) -> tuple[str, tuple[str, ...]] | None:
-    """(feedback, codes) of the first model (value, feedback, *codes) that `got` matches and `expected` does not.
+    """(feedback, codes) of the first model that `got` matches and `expected` does not.
+
+    Each model is (value, feedback, *codes).
 
     A model whose value is None does not apply to these inputs and is skipped.
     """

@@ -199,7 +199,10 @@ def _matrix_names(expr) -> set[str]:
 
 
 def _uses_other_matrices(key: str, used: set[str]) -> bool:
-    """Whether an answer built from the matrices `used` differs in them from the model answers (ones aside)."""
+    """Whether an answer built from the matrices `used` differs in them from the model answers.
+
+    Matrices of ones are left aside.
+    """
     answers = _declared(key)[2]
     return used - {"ones"} != set().union(*map(_matrix_names, answers)) - {"ones"}
 

@@ -326,8 +326,8 @@ def _rel_error_misuse(got: float, a: np.ndarray, b: np.ndarray) -> str:
         "depend on the size of the numbers.": difference.max(),
         "This averages the relative differences; rel_error takes the largest one (max), so one bad entry "
         "shows.": (difference / scale).mean(),
-        "This divides the largest difference by the largest scale; divide entry by entry first, then take the "
-        "max.": difference.max() / scale.max(),
+        "This divides the largest difference by the largest scale; divide entry by entry first, then take "
+        "the max.": difference.max() / scale.max(),
     }
     for message, value in candidates.items():
         if np.isclose(got, value, rtol=1e-7, atol=1e-15):

@@ -290,7 +290,9 @@ symbolic_part(
     "02_parameters.params_formula",
     SymbolicPart(
         variable="params_formula",
-        question="the number of parameters of one dense layer from d_in inputs to d_out outputs, biases included",
+        question=(
+            "the number of parameters of one dense layer from d_in inputs to d_out outputs, biases included"
+        ),
         symbols={"d_in": "input features", "d_out": "output units"},
         answers=("d_out*(d_in + 1)",),
         known=(

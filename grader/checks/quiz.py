@@ -20,7 +20,8 @@ QUIZ: dict[int, tuple[str, bool, str]] = {
         "layer-is-one-neuron",
     ),
     2: (
-        "After training, a useful hidden layer can spread one pattern across many units, so single units need not have a human-readable meaning.",
+        "After training, a useful hidden layer can spread one pattern across many units, so single units "
+        "need not have a human-readable meaning.",
         True,
         "hidden-unit-is-concept",
     ),
@@ -30,29 +31,34 @@ QUIZ: dict[int, tuple[str, bool, str]] = {
         "batch-changes-weights",
     ),
     4: (
-        "In torch.nn.Linear(3, 5), the weight has 5 rows, one per output unit, and 3 columns, one per input feature.",
+        "In torch.nn.Linear(3, 5), the weight has 5 rows, one per output unit, and 3 columns, one per input "
+        "feature.",
         True,
         "weight-rows-are-inputs",
     ),
     5: ("A dense layer from 10 inputs to 4 outputs has 10 biases, one per input.", False, "bias-per-input"),
     6: ("Making a hidden layer wider always improves a model's test accuracy.", False, "wider-always-better"),
     7: (
-        "Two linear layers applied one after the other, with no activation between them, compute an affine function of the input.",
+        "Two linear layers applied one after the other, with no activation between them, compute an affine "
+        "function of the input.",
         True,
         "stacked-affine-is-nonlinear",
     ),
     8: (
-        "Training Linear(784, 256) with Adam in float32 needs only the 200,960 parameters' worth of memory, about 0.8 MB.",
+        "Training Linear(784, 256) with Adam in float32 needs only the 200,960 parameters' worth of memory, "
+        "about 0.8 MB.",
         False,
         "params-determine-memory",
     ),
     9: (
-        "If a weight matrix is split by output rows across 4 GPUs, the GPUs never need to exchange any values.",
+        "If a weight matrix is split by output rows across 4 GPUs, the GPUs never need to exchange any "
+        "values.",
         False,
         "split-needs-no-communication",
     ),
     10: (
-        "A convolutional layer reuses the same small filter at every position, so it has far fewer weights than a dense layer over the same input.",
+        "A convolutional layer reuses the same small filter at every position, so it has far fewer weights "
+        "than a dense layer over the same input.",
         True,
         "all-layers-dense",
     ),

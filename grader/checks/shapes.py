@@ -106,7 +106,10 @@ def check_layer_shapes(answer, ctx):
 
 
 def reject_slip(value: float, slips: dict[float, tuple], what: str) -> None:
-    """Raise WrongAnswer naming the slip when `value` is one of the known wrong numbers {number: (feedback, codes)}."""
+    """Raise WrongAnswer naming the slip when `value` is one of the known wrong numbers.
+
+    `slips` maps each wrong number to (feedback, codes).
+    """
     for slip, (feedback, codes) in slips.items():
         if abs(value - slip) <= 1e-9:
             raise WrongAnswer(f"{what} is {value:g}: {feedback}", *codes)
@@ -315,7 +318,8 @@ def check_to_torch_linear(answer, ctx):
         layer = call_student(answer, (W, b), ("W", "b"))
         _check_torch_layer(layer, W, b, f"For W of shape {W.shape} and b of shape {b.shape}")
     return ctx.passed(
-        "Correct: nn.Linear(d_in, d_out) with weight (out_features, in_features) equal to W and bias equal to b."
+        "Correct: nn.Linear(d_in, d_out) with weight (out_features, in_features) equal to W and bias equal "
+        "to b."
     )
 
 

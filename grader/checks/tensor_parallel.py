@@ -38,7 +38,10 @@ EXAMPLE_B = np.array([3.0, -1.0, -4.0])
 # A raised error reaches run_check (status error); side effects are a clear zero.
 SPLIT_CALLS = CallWording(
     raised=None,
-    mutated="`{function}` modified its input ({inputs}); build new arrays instead of changing the inputs in place.",
+    mutated=(
+        "`{function}` modified its input ({inputs}); build new arrays instead of changing the inputs in "
+        "place."
+    ),
     returned_input="`{function}` returned its input array itself; return a new array.",
 )
 
@@ -81,7 +84,10 @@ def array_list(got, n: int, name: str, item: str) -> list:
 
 
 def block_models(W: np.ndarray, n: int, axis: int, name: str, expected: list):
-    """Wrong ways of splitting W along `axis` (0: output rows, 1: input columns), as (blocks, feedback, *codes)."""
+    """Wrong ways of splitting W along `axis` (0: output rows, 1: input columns).
+
+    Each is (blocks, feedback, *codes).
+    """
     other = 1 - axis
     owned, wrong = (
         (("output units", "rows"), ("input features", "columns"))
@@ -92,20 +98,21 @@ def block_models(W: np.ndarray, n: int, axis: int, name: str, expected: list):
     return [
         (
             np.array_split(W, n, axis=other),
-            f"`{name}` split the {wrong[1]} of W, which are its {wrong[0]}. In PyTorch's (d_out, d_in) layout the "
-            f"{owned[1]} are the {owned[0]}, so rank i must own a block of {owned[1]}.",
+            f"`{name}` split the {wrong[1]} of W, which are its {wrong[0]}. In PyTorch's (d_out, d_in) "
+            f"layout the {owned[1]} are the {owned[0]}, so rank i must own a block of {owned[1]}.",
             "weight-rows-are-inputs",
         ),
         (
             [block.T for block in expected],
-            f"`{name}` returned transposed blocks. Keep PyTorch's (d_out, d_in) layout: rows are output units and "
-            f"columns input features, so each block has the shape of a slice of W.",
+            f"`{name}` returned transposed blocks. Keep PyTorch's (d_out, d_in) layout: rows are output "
+            "units and columns input features, so each block has the shape of a slice of W.",
             "weight-rows-are-inputs",
         ),
         (
             strided,
-            f"`{name}` gave rank i the {owned[1]} i, i + n, i + 2n, ... (n = {n}). Each rank must own one contiguous "
-            f"block of {owned[1]}, like numpy.array_split: rank 0 the first block, rank 1 the next, and so on.",
+            f"`{name}` gave rank i the {owned[1]} i, i + n, i + 2n, ... (n = {n}). Each rank must own one "
+            f"contiguous block of {owned[1]}, like numpy.array_split: rank 0 the first block, rank 1 the "
+            "next, and so on.",
         ),
     ]
 
@@ -135,9 +142,10 @@ def check_blocks(got_blocks: list, W: np.ndarray, n: int, axis: int, name: str, 
     shapes_fit = all(block.ndim == 2 and block.shape[1 - axis] == W.shape[1 - axis] for block in got_blocks)
     if shapes_fit and same(np.concatenate(got_blocks, axis=axis), W):
         raise WrongAnswer(
-            f"`{name}` covers W in order, but with n = {n} its blocks have sizes {sizes_text(got_blocks, axis)} along "
-            f"axis {axis}, where numpy.array_split gives {sizes_text(expected, axis)}: when {W.shape[axis]} does not "
-            f"divide evenly, the first {W.shape[axis]} % {n} = {W.shape[axis] % n} blocks are one larger."
+            f"`{name}` covers W in order, but with n = {n} its blocks have sizes "
+            f"{sizes_text(got_blocks, axis)} along axis {axis}, where numpy.array_split gives "
+            f"{sizes_text(expected, axis)}: when {W.shape[axis]} does not divide evenly, the first "
+            f"{W.shape[axis]} % {n} = {W.shape[axis] % n} blocks are one larger."
         )
     for rank, (block, want) in enumerate(zip(got_blocks, expected)):
         if not same(block, want):
@@ -203,8 +211,8 @@ def check_split_output_rows(answer, ctx):
             [
                 (
                     [b] * n,
-                    f"Every rank got the whole bias vector (shape {b.shape}). Rank i owns only its output units, so "
-                    f"it holds only their biases: b_i = the matching block of b, shape (d_i,).",
+                    f"Every rank got the whole bias vector (shape {b.shape}). Rank i owns only its output "
+                    "units, so it holds only their biases: b_i = the matching block of b, shape (d_i,).",
                 ),
                 (
                     [None] * n,
@@ -367,8 +375,9 @@ def check_column_parallel_forward(answer, ctx):
             [
                 (
                     np.sum(local, axis=0) if equal_sizes else None,
-                    "You added the ranks' outputs. In a column-parallel layer each rank computes different output units, "
-                    "so their blocks are concatenated along the last axis (an all-gather), not summed.",
+                    "You added the ranks' outputs. In a column-parallel layer each rank computes different "
+                    "output units, so their blocks are concatenated along the last axis (an all-gather), "
+                    "not summed.",
                 ),
                 (
                     np.concatenate([X @ W_i.T for W_i, _ in shards], axis=-1),
@@ -377,14 +386,16 @@ def check_column_parallel_forward(answer, ctx):
                 ),
                 (
                     np.concatenate(local, axis=0),
-                    "You concatenated the blocks along the batch axis. Each rank holds some output units for every row, so "
-                    "the blocks go side by side along the last (feature) axis, giving shape (B, d_out).",
+                    "You concatenated the blocks along the batch axis. Each rank holds some output units "
+                    "for every row, so the blocks go side by side along the last (feature) axis, giving "
+                    "shape (B, d_out).",
                 ),
                 *[
                     (
                         block,
-                        f"You returned only rank {rank}'s block, shape {block.shape}. The other ranks hold the remaining "
-                        f"output units: an all-gather concatenates every rank's block to form Z.",
+                        f"You returned only rank {rank}'s block, shape {block.shape}. The other ranks hold "
+                        "the remaining output units: an all-gather concatenates every rank's block to form "
+                        "Z.",
                         "split-needs-no-communication",
                     )
                     for rank, block in enumerate(local)
@@ -419,8 +430,8 @@ def check_row_parallel_forward(answer, ctx):
             [
                 (
                     np.sum(partials, axis=0) + n * b,
-                    f"The bias was added {n} times, once per rank. Add the partial products first (the all-reduce), then "
-                    f"add b once.",
+                    f"The bias was added {n} times, once per rank. Add the partial products first (the "
+                    "all-reduce), then add b once.",
                     "bias-added-per-shard",
                 ),
                 (
@@ -449,8 +460,8 @@ def check_row_parallel_forward(answer, ctx):
                 ],
                 (
                     np.mean(partials, axis=0) + b,
-                    "You averaged the partial products. An all-reduce for a row-parallel layer sums them: each is a part of "
-                    "the same dot products.",
+                    "You averaged the partial products. An all-reduce for a row-parallel layer sums them: "
+                    "each is a part of the same dot products.",
                 ),
             ],
         )
@@ -459,7 +470,10 @@ def check_row_parallel_forward(answer, ctx):
 
 
 def communication_cases(rng):
-    """(collective, batch, d_out, world_size) cases; world sizes 3, 4, 7 first, where the wrong formulas all differ."""
+    """(collective, batch, d_out, world_size) cases.
+
+    World sizes 3, 4 and 7 come first: there the wrong formulas all differ.
+    """
     cases = []
     for world_size in (3, 4, 7, 2, 8, 1):
         for collective in ("all_reduce", "all_gather"):
@@ -489,7 +503,10 @@ def check_communication_elements(answer, ctx):
         )
         if same(got, expected):
             continue
-        setting = f"For {collective} with B = {batch}, d_out = {d_out} and p = {p} ranks (N = B*d_out = {batch * d_out})"
+        setting = (
+            f"For {collective} with B = {batch}, d_out = {d_out} and p = {p} ranks (N = B*d_out = "
+            f"{batch * d_out})"
+        )
         reject_float32(got, expected, setting)
         if p == 1:
             raise WrongAnswer(
@@ -498,8 +515,8 @@ def check_communication_elements(answer, ctx):
             )
         N, share = batch * d_out, (p - 1) / p
         ring = (
-            "A ring sends the tensor in p chunks of N/p and each rank forwards p - 1 of them: (p-1)/p * N for an "
-            "all-gather, twice that for an all-reduce."
+            "A ring sends the tensor in p chunks of N/p and each rank forwards p - 1 of them: (p-1)/p * N "
+            "for an all-gather, twice that for an all-reduce."
         )
         reject_known_mistakes(
             got,
@@ -507,19 +524,20 @@ def check_communication_elements(answer, ctx):
             [
                 (
                     0.0,
-                    f"{setting} you returned 0. Each rank holds only part of the result, so the ranks must exchange "
-                    f"data. {ring}",
+                    f"{setting} you returned 0. Each rank holds only part of the result, so the ranks must "
+                    f"exchange data. {ring}",
                     "split-needs-no-communication",
                 ),
                 (
                     share * N if collective == "all_reduce" else None,
-                    f"{setting} you returned (p-1)/p * N, half of the answer. A ring all-reduce is a reduce-scatter "
-                    f"followed by an all-gather, and each of the two moves (p-1)/p * N per rank.",
+                    f"{setting} you returned (p-1)/p * N, half of the answer. A ring all-reduce is a "
+                    "reduce-scatter followed by an all-gather, and each of the two moves (p-1)/p * N per "
+                    "rank.",
                 ),
                 (
                     2 * share * N if collective == "all_gather" else None,
-                    f"{setting} you returned 2(p-1)/p * N, the cost of an all-reduce. An all-gather is only its second "
-                    f"half: each rank forwards p - 1 chunks of N/p, (p-1)/p * N.",
+                    f"{setting} you returned 2(p-1)/p * N, the cost of an all-reduce. An all-gather is only "
+                    "its second half: each rank forwards p - 1 chunks of N/p, (p-1)/p * N.",
                 ),
                 *[
                     (factor * N, f"{setting} you returned {label}. {ring}")
@@ -546,7 +564,9 @@ symbolic_part(
     "04_tensor_parallel.all_reduce_volume",
     SymbolicPart(
         variable="all_reduce_volume",
-        question="the number of elements each of p ranks sends in a ring all-reduce of a B x d_out activation",
+        question=(
+            "the number of elements each of p ranks sends in a ring all-reduce of a B x d_out activation"
+        ),
         symbols={"p": "number of ranks", "B": "batch size", "d_out": "output units"},
         answers=("2*(p - 1)/p*B*d_out",),
         known=(

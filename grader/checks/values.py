@@ -66,7 +66,10 @@ def as_array(value, what: str, shape: tuple | None = None, allow_tensor: bool = 
 
 
 def as_int(value, what: str) -> int:
-    """An exact integer from int, an integral float below 2**63 (the codec's bound on ints), or a 0-d integer array."""
+    """An exact integer from int, an integral float below 2**63, or a 0-d integer array.
+
+    2**63 is the codec's bound on ints.
+    """
     if type(value) is np.ndarray and value.shape == () and value.dtype.kind in "iu":
         value = int(value)
     if type(value) is float and abs(value) < 2**63 and value == int(value):
