@@ -345,6 +345,9 @@ def _local_check(path: Path | None, only: tuple[str, ...]):
     print("No grading service is configured: checking here on the public inputs (self-study edition).")
     command = [sys.executable, "-m", "grader", "check", str(path), "--json", "--course", str(root)]
     done = subprocess.run(command, capture_output=True, text=True, cwd=root)
+    if done.returncode == 2 and "sandbox for student code could not start" in done.stderr:
+        print("This machine does not allow the grader's isolation; checking your own notebook without it.")
+        done = subprocess.run([*command, "--unsafe-no-isolation"], capture_output=True, text=True, cwd=root)
     try:
         result = json.loads(done.stdout)
     except ValueError:
