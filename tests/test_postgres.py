@@ -263,7 +263,7 @@ from test_gradebook import FakeGrader, run_fake
 
 class Announcing(FakeGrader):  # says when half the class is graded; never finishes the last quarter
     def __call__(self, *args):
-        if len(self.calls) == {announce}:
+        if len(self.calls) >= {announce}:  # two grading threads: the count can step over {announce}
             Path({marker!r}).write_text("halfway")
         time.sleep(600 if len(self.calls) >= {stall} else 0.02)
         return super().__call__(*args)
