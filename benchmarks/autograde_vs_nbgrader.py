@@ -26,8 +26,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from nbgrader.api import Notebook  # noqa: E402
+
 from grader.course import load_course  # noqa: E402
 from grader.demo_class import CLASS, DemoStudent, write_submissions  # noqa: E402
+from grader.gradebook import default_db_url, open_gradebook  # noqa: E402
 
 SECRET = "benchmark-secret"
 
@@ -112,12 +115,8 @@ def grader_seconds(course_dir: Path) -> dict[tuple[str, str], float]:
 
 def gradebook_layout(course_dir: Path, course_id: str) -> dict:
     """Every notebook's grade, solution and source cells as recorded in the course's gradebook."""
-    from grader.gradebook import default_db_url, open_gradebook
-
     gradebook = open_gradebook(default_db_url(course_dir), course_id)
     try:
-        from nbgrader.api import Notebook
-
         return {
             (nb.assignment.name, nb.name): (
                 sorted((c.name, c.max_score, c.cell_type) for c in nb.grade_cells),

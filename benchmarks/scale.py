@@ -15,7 +15,9 @@ submission and worker memory should stay flat as N grows.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
+import json
 import os
 import sys
 import tempfile
@@ -25,6 +27,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from grader.autograde import autograde  # noqa: E402
+from grader.course import DEFAULT_COURSE_FILE, load_course  # noqa: E402
+from grader.demo import prepare  # noqa: E402
+from grader.demo_class import CLASS, notebook_for  # noqa: E402
+
 BENCH_SECRET = "scale-benchmark-secret"
 
 
@@ -33,8 +40,6 @@ def submission_plan(course, available: list[str], count: int) -> list[tuple[obje
 
     The mixture of students is kept for every prefix of the plan.
     """
-    from grader.demo_class import CLASS
-
     pairs = [
         (student, assignment) for assignment in available for student in CLASS if student.submits(assignment)
     ]
@@ -47,10 +52,6 @@ def submission_plan(course, available: list[str], count: int) -> list[tuple[obje
 
 def write_class(course, directory: Path, count: int) -> int:
     """Write `count` submissions under directory/submitted/; returns how many were written."""
-    import dataclasses
-    import json
-    from grader.demo_class import notebook_for
-
     available = [a.id for a in course.assignments if (directory / "source" / a.id / a.notebook).is_file()]
     cache = {}
     for student, new_id, assignment_id in submission_plan(course, available, count):
@@ -109,10 +110,7 @@ def process_memory(pid: int | None = None) -> dict[str, float]:
 
 def grade_once(count: int, address: str, root: Path) -> dict:
     """Grade `count` fresh submissions on the cluster at `address`; returns one table row."""
-    from distributed import Client
-    from grader.autograde import autograde
-    from grader.course import DEFAULT_COURSE_FILE, load_course
-    from grader.demo import prepare
+    from distributed import Client  # the optional dask extra; main checks it is installed
 
     directory = root / f"n{count}"
     prepare(directory, DEFAULT_COURSE_FILE.parent)
@@ -179,12 +177,11 @@ def main(argv=None) -> int:
     counts = args.submissions or [10, 100]
     if any(n < 1 for n in counts) or args.workers < 1 or args.threads < 1:
         parser.error("-n, --workers and --threads must be at least 1")
-    try:
+    try:  # the optional dask extra
         from distributed import LocalCluster
     except ImportError:
         print("scale: needs dask and distributed (pip install 'layers-course-grader[dask]')", file=sys.stderr)
         return 2
-    from grader.course import load_course
 
     secret_env = load_course().secret_env
     os.environ.setdefault(secret_env, BENCH_SECRET)  # local workers inherit it; remote ones need it set

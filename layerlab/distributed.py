@@ -15,6 +15,7 @@ when it passes, the rank processes are killed.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
 import os
 import pickle
@@ -60,8 +61,6 @@ def _die_with_parent() -> None:
     """Ask Linux to kill this process if the parent dies, so no rank outlives a crashed run."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(Exception):
-            import ctypes
-
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
