@@ -62,9 +62,9 @@ def cell(index: int, cell_type: str, source: str, **nbgrader) -> dict:
 
 def source_notebook() -> dict:
     tests = (
-        "assert double(3) == 6\n"
         "### BEGIN HIDDEN TESTS\nfrom grader.inline import assert_part\n"
-        'assert_part("06_toy.double", double)\n### END HIDDEN TESTS'
+        'assert_part("06_toy.double", double)\n### END HIDDEN TESTS\n'
+        "assert double(3) == 6"
     )
     answer = "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"
     return {

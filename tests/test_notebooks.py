@@ -5,6 +5,7 @@ Executing notebooks takes seconds each, so those tests are marked slow.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -244,6 +245,79 @@ def test_nbgrader_generate_and_autograde_give_full_marks(assignment, tmp_path):
             assert "assert_part(" in cell.source
             stdout = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
             assert f"{part.id}: {part.points:g}/{part.points:g} (passed)" in stdout, stdout
+
+
+def nbgrader_grades(course_dir: Path, assignment, student: str) -> dict[str, float | None]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}") as gradebook:
+        return {
+            grade.name: grade.auto_score
+            for nb in gradebook.find_submission(assignment.id, student).notebooks
+            for grade in nb.grades
+        }
+
+
+# split_output_rows is half right: the split is right, but more ranks than rows are not refused, which
+# its public test reports. split_input_columns is right, but prints, to stdout and stderr, the inputs
+# of every call that comes from the grader.
+CHANGED_ANSWERS = {
+    "answer_split_output_rows": ("not 1 <= n <= W.shape[0]", "n < 1"),
+    "answer_split_input_columns": (
+        "    return [W_i.copy()",
+        "    import inspect, sys\n"
+        "    if any('grader' in frame.filename for frame in inspect.stack()):\n"
+        "        print('LEAK', W.tolist())\n        print('LEAK', n, file=sys.stderr)\n"
+        "    return [W_i.copy()",
+    ),
+}
+
+
+@pytest.mark.slow
+def test_nbgrader_and_the_grader_agree_on_partial_credit(tmp_path):
+    """nbgrader's own autograde gives each part the grader's score, half marks included."""
+    assignment = COURSE.assignment("04_tensor_parallel")
+    for name in ("course.yml", "nbgrader_config.py"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "source" / assignment.id, tmp_path / "source" / assignment.id)
+    nbgrader(tmp_path, "generate_assignment", assignment.id)
+
+    notebook = nbformat.read(ROOT / "solutions" / assignment.id / assignment.notebook, as_version=4)
+    for cell in notebook.cells:
+        if grade_id(cell) in CHANGED_ANSWERS:
+            old, new = CHANGED_ANSWERS[grade_id(cell)]
+            assert old in cell.source, f"{grade_id(cell)}: the model answer no longer holds {old!r}"
+            cell.source = cell.source.replace(old, new)
+    submission = tmp_path / "submitted" / "student-1" / assignment.id
+    submission.mkdir(parents=True)
+    nbformat.write(notebook, submission / assignment.notebook)
+    nbgrader(tmp_path, "autograde", assignment.id)
+    by_nbgrader = nbgrader_grades(tmp_path, assignment, "student-1")
+
+    checked = subprocess.run(
+        [sys.executable, "-m", "grader", "check", "--json", "--student", "student-1"]
+        + ["--course", str(ROOT), str(submission / assignment.notebook)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    by_grader = {part["id"]: part["score"] for part in json.loads(checked.stdout)["parts"]}
+
+    assert by_grader["split_output_rows"] == 1.0, "the half-right answer should earn 1 of 2 points"
+    for part in assignment.parts:
+        if part.kind != "manual":
+            assert by_nbgrader[part.id] == pytest.approx(by_grader[part.id]), (
+                f"{part.id}: nbgrader gave {by_nbgrader[part.id]}, the grader {by_grader[part.id]}"
+            )
+    graded = nbformat.read(
+        tmp_path / "autograded" / "student-1" / assignment.id / assignment.notebook, as_version=4
+    )
+    outputs = json.dumps([cell.get("outputs", []) for cell in graded.cells])
+    assert "all public tests passed" in outputs and "LEAK" not in outputs, (
+        "what the student's code printed during the hidden check reached the graded notebook"
+    )
 
 
 # --------------------------------------------------------------------------------------- widget

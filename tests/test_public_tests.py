@@ -29,7 +29,7 @@ from grader.student import LocalFunction, local_value
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = load_course(ROOT / "course.yml")
-HIDDEN = "### BEGIN HIDDEN TESTS"
+HIDDEN_END = "### END HIDDEN TESTS"
 
 WRONG_ANSWERS: dict[str, list[str]] = {
     "01_shapes.layer_shapes": [
@@ -270,7 +270,7 @@ def notebooks():
                 continue
             source = _cell_source(cell)
             if meta.get("nbgrader", {}).get("grade"):
-                tests[_grade_id(cell)] = source.split(HIDDEN)[0]
+                tests[_grade_id(cell)] = source.split(HIDDEN_END)[-1]
                 continue
             with contextlib.redirect_stdout(io.StringIO()):
                 exec(compile(source, f"<{assignment.id}:{cell.get('id')}>", "exec"), namespace)

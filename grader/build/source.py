@@ -233,6 +233,11 @@ def _validate_part(notebook, assignment, part, by_grade_id: dict, label: str) ->
     pattern = rf"assert_part\(\s*[\"']{re.escape(key)}[\"']\s*,\s*{re.escape(part.name)}\s*\)"
     if not re.search(pattern, hidden_text):
         raise BuildError(f'{test_where}: the hidden tests should call assert_part("{key}", {part.name})')
+    if not test_source.lstrip().startswith(f"### {HIDDEN_MARKERS[0]}"):
+        raise BuildError(
+            f"{test_where}: the hidden tests should open the cell, before the public tests, "
+            "so that nbgrader scores the grader's result whatever the public tests do"
+        )
 
 
 def _assigned_names(node) -> set[str]:

@@ -173,7 +173,7 @@ class SourceNotebook:
         return cell
 
     def answer(self, part_id: str, text: str, public: str = "") -> list:
-        """The answer cell `answer_<part>` and its test cell `<part>` (public tests, then the hidden test)."""
+        """The answer cell `answer_<part>` and its test cell `<part>` (the hidden test, then public tests)."""
         part = self._part(part_id, manual=False)
         answer = new_code_cell(_clean(text))
         answer.metadata["nbgrader"] = _nbgrader(answer_cell_id(part), False, True, False)
@@ -181,12 +181,12 @@ class SourceNotebook:
             filter(
                 None,
                 [
-                    _clean(public),
-                    PUBLIC_DONE,
                     f"### {HIDDEN_MARKERS[0]}",
                     "from grader.inline import assert_part",
                     f'assert_part("{self.assignment.key(part)}", {part.name})',
                     f"### {HIDDEN_MARKERS[1]}",
+                    _clean(public),
+                    PUBLIC_DONE,
                 ],
             )
         )
