@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+import sympy
+
 from grader import symbolic
 from grader.checks.formulas import SYMBOLIC_PARTS, _declared
 
@@ -129,6 +131,4 @@ def leaks(text: str, key: str) -> list[str]:
 
 
 def _matrix_names(expr) -> set[str]:
-    import sympy
-
     return {s.name for s in expr.free_symbols if isinstance(s, sympy.MatrixSymbol)}

@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 import pytest
 
+from grader import gradebook
 from grader.checks import CheckContext, run_check
 from grader.course import load_course
 from grader.result import Status
@@ -22,8 +23,6 @@ TEST_SECRET = "test-secret"
 
 def gradebook_dump(course_dir) -> list[dict]:
     """The normalized contents of a course directory's default gradebook (see grader.gradebook.dump)."""
-    from grader import gradebook
-
     course = load_course(course_dir / "course.yml")
     book = gradebook.open_gradebook(gradebook.default_db_url(course_dir), course.course_id)
     try:

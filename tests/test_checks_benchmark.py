@@ -8,12 +8,13 @@ import time
 import numpy as np
 import pytest
 
-from grader.checks.benchmark import scenarios
+from grader import codec
+from grader.checks.benchmark import roofline_cases, scenarios
 from grader.reference import benchmark as ref
 from grader.result import Status
 from grader.student import LocalFunction
 
-from conftest import assert_zero
+from conftest import assert_full_marks, assert_zero
 
 A = "05_matmul_benchmark"
 
@@ -93,8 +94,6 @@ def test_roofline_off_by_one_at_the_ridge_point_gets_half(grade, seed):
 
 @pytest.mark.parametrize("seed", range(10))
 def test_roofline_cases_cover_both_regimes_and_the_ridge(ctx_for, seed):
-    from grader.checks.benchmark import roofline_cases
-
     cases = roofline_cases(ctx_for(A, "roofline_bound", seed).rng)
     answers = [ref.roofline_bound(*case) for case in cases]
     assert {"memory", "compute"} <= set(answers)
@@ -202,8 +201,6 @@ def test_windows_of_number_calls_are_graded(grade, function, text, seed):
 
 
 def test_the_reference_time_op_gets_full_marks(grade):
-    from conftest import assert_full_marks
-
     for seed in range(4):
         assert_full_marks(grade(A, "time_op", LocalFunction(ref.time_op, "time_op"), seed))
 
@@ -248,8 +245,6 @@ def test_scenarios_separate_the_right_median_from_each_targeted_mistake(ctx_for,
 
 
 def test_time_op_arguments_are_data(ctx_for):
-    from grader import codec
-
     scenario = scenarios(ctx_for(A, "time_op", 0).rng)[0]
     arguments = scenario.arguments()
     assert codec.roundtrip(arguments) == arguments

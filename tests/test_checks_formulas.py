@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import sympy
 
-from grader.checks import run_check
+from grader import symbolic
+from grader.checks import formulas, run_check
 from grader.checks.formulas import SYMBOLIC_PARTS
 from grader.course import load_course
 from grader.grading import grade_part
@@ -247,7 +248,4 @@ def test_grading_through_course_and_codec():
 
 
 def test_answer_length_limit_matches_the_parser():
-    from grader import symbolic
-    from grader.checks import formulas
-
     assert formulas.MAX_ANSWER_LENGTH == symbolic.MAX_LENGTH

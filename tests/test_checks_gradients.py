@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
+from grader import fakes
 from grader.checks import run_check
-from grader.checks.gradients import NUMERICAL_ATOL
+from grader.checks.gradients import NUMERICAL_ATOL, _quadratic
 from grader.course import load_course
 from grader.grading import grade_part
 from grader.reference import gradients as ref
@@ -143,8 +145,6 @@ def test_shape_errors_in_student_code_name_the_input_shapes():
 
 
 def test_torch_and_float32_results_are_accepted():
-    import torch
-
     def via_torch(G, X, W):
         return tuple(torch.from_numpy(a) for a in ref.linear_backward(G, X, W))
 
@@ -233,13 +233,9 @@ def test_reasonable_central_steps_pass(h):
 
 
 def test_forward_difference_error_is_far_outside_the_tolerance():
-    from grader.checks.gradients import _quadratic
-
     rng = np.random.default_rng(0)
     for shape in ((7,), (3, 4)):
         spec = _quadratic(rng, shape)
-        from grader import fakes
-
         loss = fakes.materialise(spec)
         x = rng.uniform(-2, 2, size=shape)
         error = np.max(np.abs(forward_difference(loss, x) - loss.gradient(x)))

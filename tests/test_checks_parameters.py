@@ -9,7 +9,7 @@ import pytest
 
 from grader.reference import parameters as ref
 from grader.result import Status
-from grader.student import LocalFunction
+from grader.student import LocalFunction, local_value
 
 from conftest import assert_zero
 
@@ -158,8 +158,6 @@ def test_a_huge_integral_float_is_refused_without_printing_all_its_digits(grade)
 
 @pytest.mark.parametrize("text", ["activations", " Activations ", "ACTIVATIONS"])
 def test_the_activations_depend_on_the_batch(grade, text):
-    from grader.student import local_value
-
     result = grade(A, "depends_on_batch", local_value(text))
     assert result.score == result.max_score == 1, result.feedback
 
@@ -169,8 +167,6 @@ def test_the_activations_depend_on_the_batch(grade, text):
     [("parameters", ("batch-changes-weights",)), ("both", ("batch-changes-weights",)), ("neither", ())],
 )
 def test_wrong_choices_are_explained(grade, text, codes):
-    from grader.student import local_value
-
     assert_zero(grade(A, "depends_on_batch", local_value(text)), *codes)
 
 
@@ -178,8 +174,6 @@ def test_wrong_choices_are_explained(grade, text, codes):
     "value,text", [(None, "not answered yet"), (3, "should be a string"), ("weights", "one of")]
 )
 def test_unusable_choices_are_named(grade, value, text):
-    from grader.student import local_value
-
     assert_zero(grade(A, "depends_on_batch", local_value(value)), text=text)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from grader.checks.shapes import _forward_cases, _layer_shape_codes
 from grader.reference import shapes as ref
 from grader.result import Status
 from grader.student import LocalFunction, local_value
@@ -41,8 +42,6 @@ def test_value_parts_accept_the_right_number(grade, part, value):
 
 
 def test_checks_randomise_per_student(ctx_for):
-    from grader.checks.shapes import _forward_cases
-
     first = _forward_cases(ctx_for(A, "linear_forward", 1).rng)
     again = _forward_cases(ctx_for(A, "linear_forward", 1).rng)
     other = _forward_cases(ctx_for(A, "linear_forward", 2).rng)
@@ -246,8 +245,6 @@ def test_returning_none_is_not_taken_for_a_belief_about_stacked_layers(grade):
 
 
 def test_a_batch_size_equal_to_a_layer_size_is_not_blamed_on_the_batch():
-    from grader.checks.shapes import _layer_shape_codes
-
     transposed = {"x": (1, 73), "W": (73, 1), "b": (1,), "z": (1, 1)}
     assert _layer_shape_codes(transposed, 73, 1, 1) == ["weight-rows-are-inputs"]
     assert "batch-changes-weights" in _layer_shape_codes({**transposed, "W": (5, 1, 73)}, 73, 1, 5)

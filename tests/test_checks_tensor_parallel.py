@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from grader.checks.tensor_parallel import forward_cases
 from grader.reference import tensor_parallel as ref
 from grader.student import LocalFunction
 
@@ -15,8 +16,6 @@ A = "04_tensor_parallel"
 
 
 def test_inputs_differ_between_students(ctx_for):
-    from grader.checks.tensor_parallel import forward_cases
-
     first, again, other = (
         forward_cases(ctx_for(A, "row_parallel_forward", seed).rng, "columns") for seed in (1, 1, 2)
     )

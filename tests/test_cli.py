@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from grader import cli
-from grader.course import load_course
+from grader.course import CourseError, load_course
+from grader.demo import prepare
 from grader.selfcheck import Unusable, detect_assignment
 from test_gradebook import notebook_for, write_json
 
@@ -128,9 +129,6 @@ def test_malformed_course_yml_is_a_clear_error_for_every_command(tmp_path, capsy
 
 
 def test_demo_refuses_a_malformed_course_yml_before_copying(tmp_path):
-    from grader.course import CourseError
-    from grader.demo import prepare
-
     (tmp_path / "repo").mkdir()
     (tmp_path / "repo" / "course.yml").write_text("course_id: layers\nlimits: 3\n")
     with pytest.raises(CourseError, match="course.yml"):

@@ -17,6 +17,8 @@ from conftest import gradebook_dump
 
 from grader.autograde import AutogradeError, autograde
 from grader.course import load_course
+from grader.demo import prepare
+from grader.demo_class import CLASS, write_submissions
 from grader.pipeline.executors import RemoteGradingError
 from grader.pipeline.records import secret_fingerprint
 from grader.pipeline.remote import (
@@ -37,8 +39,10 @@ PARALLEL = ("04_tensor_parallel", ("ada", "rio"))  # its checks start gloo proce
 
 try:
     import distributed
+
+    from grader.pipeline.cluster import DaskExecutor
 except ImportError:
-    distributed = None
+    distributed = DaskExecutor = None
 pytestmark = pytest.mark.xdist_group("dask")  # one xdist worker keeps the module's cluster and reference
 needs_dask = pytest.mark.skipif(
     distributed is None,
@@ -160,8 +164,6 @@ class _Job:
 
 def offline_grading():
     """A DaskExecutor without a cluster, enough for `receive`."""
-    from grader.pipeline.cluster import DaskExecutor
-
     grading = object.__new__(DaskExecutor)
     grading.course, grading.fingerprint = load_course(), secret_fingerprint(SECRET)
     return grading
@@ -210,8 +212,6 @@ def test_worker_with_other_grader_code_refuses_before_grading():
 
 @needs_dask
 def test_unreachable_scheduler_is_a_clear_error():
-    from grader.pipeline.cluster import DaskExecutor
-
     with pytest.raises(RemoteGradingError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:1"):
         DaskExecutor("tcp://127.0.0.1:1", load_course(), SECRET, connect_timeout_s=1)
 
@@ -222,9 +222,6 @@ def test_unreachable_scheduler_is_a_clear_error():
 @pytest.fixture(scope="module")
 def class_course(tmp_path_factory):
     """A course folder holding the small class's 01_shapes submissions (not graded)."""
-    from grader.demo import prepare
-    from grader.demo_class import CLASS, write_submissions
-
     directory = tmp_path_factory.mktemp("dask") / "class"
     prepare(directory, REPO)
     course = load_course(directory / "course.yml")
@@ -261,12 +258,10 @@ def local_reference(class_course, tmp_path_factory):
 @pytest.fixture(scope="module")
 def cluster():
     """A 2-worker, 1-thread-each LocalCluster on loopback whose workers hold the course secret."""
-    from distributed import LocalCluster
-
     saved = os.environ.get("LAYERS_GRADER_SECRET")
     os.environ["LAYERS_GRADER_SECRET"] = SECRET  # inherited by the worker processes
     try:
-        with LocalCluster(
+        with distributed.LocalCluster(
             n_workers=2,
             threads_per_worker=1,
             processes=True,
@@ -317,8 +312,6 @@ def test_cluster_grades_exactly_like_the_local_pool(cluster, class_course, local
 
 @on_cluster
 def test_worker_killed_mid_run_loses_no_submission(cluster, class_course, local_reference, tmp_path):
-    from distributed import Client
-
     reference_dump = local_reference[0]
     course, directory = fresh_copy(class_course, tmp_path / "class")
     finished: dict = {}
@@ -338,7 +331,7 @@ def test_worker_killed_mid_run_loses_no_submission(cluster, class_course, local_
     runner = threading.Thread(target=grade_all)
     runner.start()
     killed = None
-    with Client(cluster.scheduler_address, set_as_default=False) as client:
+    with distributed.Client(cluster.scheduler_address, set_as_default=False) as client:
         deadline = time.monotonic() + 60
         while killed is None and runner.is_alive() and time.monotonic() < deadline:
             busy = [address for address, keys in client.processing().items() if keys]
@@ -379,11 +372,9 @@ SET_SECRET = "import os; os.environ['LAYERS_GRADER_SECRET'] = {!r}"  # run on on
 def test_a_worker_with_another_secret_is_excluded_and_the_rest_grade(
     cluster, class_course, local_reference, tmp_path
 ):
-    from distributed import Client
-
     reference_dump = local_reference[0]
     course, directory = fresh_copy(class_course, tmp_path / "class")
-    with Client(cluster.scheduler_address, set_as_default=False) as client:
+    with distributed.Client(cluster.scheduler_address, set_as_default=False) as client:
         bad = sorted(client.nthreads())[0]
         client.run(exec, SET_SECRET.format("a misconfigured worker"), {}, workers=[bad])
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import test_autograde
 
+from grader import cli
 from grader.demo_class import CLASS
 
 demo_run, pytestmark = test_autograde.demo_run, test_autograde.pytestmark  # the shared session fixture
@@ -34,8 +35,6 @@ def test_demo_table_shows_each_students_misconceptions_and_verdict(demo_run):
 
 
 def test_demo_refuses_a_folder_that_is_not_empty(tmp_path, capsys):
-    from grader import cli
-
     (tmp_path / "keep.txt").write_text("x")
     assert cli.main(["demo", "--dir", str(tmp_path)]) == 2
     assert "not empty" in capsys.readouterr().err

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -221,9 +223,6 @@ def test_a_failing_rank_is_reported_with_its_number():
 
 @pytest.mark.slow
 def test_a_rank_dying_at_exit_after_reporting_is_tolerated(monkeypatch):
-    import os
-    import signal
-
     # Forked ranks inherit the patch: each one kills itself instead of exiting cleanly,
     # like gloo's occasional abort in its destructors once the work is done.
     monkeypatch.setattr(os, "_exit", lambda code: os.kill(os.getpid(), signal.SIGKILL))
@@ -290,8 +289,6 @@ def _return_tensor_or_function(rank, world_size):
 
 def _exit_hard_on_rank_zero(rank, world_size):
     if rank == 0:
-        import os
-
         os._exit(3)
     torch.distributed.all_reduce(torch.zeros(1))
     return rank

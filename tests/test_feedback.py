@@ -10,6 +10,7 @@ import pytest
 import grader
 from grader import feedback
 from grader.course import load_course
+from grader.gradebook import part_comment
 from grader.result import PartResult, Status
 from test_gradebook import REFERENCE_LINE, FakeResult, make_course, run_fake
 
@@ -85,8 +86,6 @@ def test_feedback_files_of_a_graded_class_reveal_nothing_hidden(tmp_path):
 
 
 def test_gradebook_comments_are_redacted_too():
-    from grader.gradebook import part_comment
-
     result = PartResult(
         "relu",
         0.0,

@@ -14,12 +14,14 @@ from pathlib import Path
 
 import nbformat
 import numpy as np
+from nbclient import NotebookClient
+from nbgrader.api import Gradebook
 import pytest
 
 from grader.course import load_course
 from grader.grading import grade_part
 from grader.student import LocalFunction, local_value
-from layerlab.widgets import forward_pass_explorer, layer_state, state_text
+from layerlab.widgets import CELL, forward_pass_explorer, layer_state, state_html, state_text
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = load_course(ROOT / "course.yml")
@@ -29,8 +31,6 @@ ILLUSTRATION = "illustration"
 
 
 def execute(notebook, cwd: Path, allow_errors: bool):
-    from nbclient import NotebookClient
-
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     )
@@ -207,8 +207,6 @@ NBGRADER_CASES = (
 @pytest.mark.parametrize("assignment", NBGRADER_CASES, ids=[a.id for a in NBGRADER_CASES])
 def test_nbgrader_generate_and_autograde_give_full_marks(assignment, tmp_path):
     """On a copy of the course: nbgrader's own CLI releases the same notebook and full-marks the solution."""
-    from nbgrader.api import Gradebook
-
     for name in ("course.yml", "nbgrader_config.py"):
         shutil.copy(ROOT / name, tmp_path / name)
     shutil.copytree(ROOT / "source" / assignment.id, tmp_path / "source" / assignment.id)
@@ -385,8 +383,6 @@ def test_explorer_rejects_sliders_that_cannot_show_the_input(options, message):
 
 def test_explorer_table_cells_are_padded():
     """Every header and number has its own padded, bordered cell, so adjacent values never run together."""
-    from layerlab.widgets import CELL, state_html
-
     html = state_html(layer_state([[-4.0, -1.5]], [0.5], [1.0, 1.0]))
     cells = html.count("<td") + html.count("<th")
     assert cells == html.count(CELL) == 2 * (1 + 2 + 4)

@@ -16,6 +16,8 @@ from test_gradebook import FakeGrader, FakeResult, FakeSandbox, make_course, run
 
 from grader import autograde as ag
 from grader.course import load_course
+from grader.demo import DEMO_SECRET, prepare
+from grader.demo_class import CLASS, DemoStudent, write_submissions
 from grader.pipeline.executors import LocalExecutor
 from grader.pipeline.jobs import Job
 from grader.result import PartResult, Status
@@ -246,9 +248,6 @@ def test_a_limits_change_regrades_everything(tmp_path):
 
 @pytest.mark.slow
 def test_a_surrogate_and_nul_raised_by_student_code_reach_every_record_safely(tmp_path):
-    from grader.demo import DEMO_SECRET, prepare
-    from grader.demo_class import CLASS, DemoStudent, write_submissions
-
     course_dir = tmp_path / "course"
     prepare(course_dir, REPO)
     course = load_course(course_dir / "course.yml")
