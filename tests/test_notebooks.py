@@ -318,6 +318,27 @@ def test_nbgrader_and_the_grader_agree_on_partial_credit(tmp_path):
     )
 
 
+SEED_FIGURES_SHOWN = {
+    "01_shapes": [
+        "sum +0.160",
+        "sum +0.840",
+        "sum -0.475",  # seed 001: the second layer's three sums
+        "bends at [0.3, 0.7]",
+        "bends at [0.467, 0.7, 0.767, 0.933]",  # seed 001: one layer's bends, then two layers'
+    ],
+}
+
+
+@pytest.mark.parametrize("assignment_id", sorted(SEED_FIGURES_SHOWN))
+def test_seed_figures_are_computed_in_the_solutions(assignment_id):
+    """The executed solution's outputs (not its text) show each seed figure: the notebook computes it."""
+    assignment = COURSE.assignment(assignment_id)
+    notebook = nbformat.read(ROOT / "solutions" / assignment_id / assignment.notebook, as_version=4)
+    outputs = "".join(output.get("text", "") for cell in notebook.cells for output in cell.get("outputs", []))
+    missing = [figure for figure in SEED_FIGURES_SHOWN[assignment_id] if figure not in outputs]
+    assert not missing, f"not in the outputs of solutions/{assignment_id}: {missing}"
+
+
 # --------------------------------------------------------------------------------------- widget
 
 
