@@ -126,6 +126,37 @@ def test_links_fifos_devices_and_oversized_files_are_recorded_zeros(tmp_path):
     assert grader.calls == [] and not any(o.graded for o in again)  # a refusal is a stable record
 
 
+def test_a_linked_student_folder_is_a_recorded_zero_when_nobody_else_submitted(tmp_path):
+    """Links to a folder, to a file and to nothing: a zero per selected assignment, the reason recorded."""
+    course_dir = make_course(tmp_path / "course", assignments=("01_shapes", "02_parameters"))
+    submitted = course_dir / "submitted"
+    (submitted / "ada").rename(tmp_path / "ada")
+    for student in ("bob", "cy"):
+        for path in sorted((submitted / student).rglob("*"), reverse=True):
+            path.rmdir() if path.is_dir() else path.unlink()
+        (submitted / student).rmdir()
+    (submitted / "moe").symlink_to(tmp_path / "ada", target_is_directory=True)
+    (submitted / "nil").symlink_to(tmp_path / "gone")
+    (submitted / "pip").symlink_to(tmp_path / "ada" / "01_shapes" / "timestamp.txt")
+    students = ("moe", "nil", "pip")
+
+    outcomes, grader = run_fake(course_dir)  # every assignment the course has a source for
+    assert grader.calls == []
+    expected = [(s, a) for s in students for a in ("01_shapes", "02_parameters")]
+    assert sorted((o.job.student, o.job.assignment) for o in outcomes) == expected
+    rows = rows_by_student(course_dir)
+    for student, assignment in expected:
+        reason = f"submitted/{student} is a symbolic link, not a folder"
+        error = outcome_of(outcomes, student, assignment).result["error"]
+        assert reason in error and "\n" not in error
+        assert all(auto in (0.0, None) for _, auto, *_ in rows[(student, assignment)]["grades"])
+        assert all(reason in (text or "") for _, text, _ in rows[(student, assignment)]["comments"])
+
+    only, _ = run_fake(course_dir, assignment_ids=["02_parameters"], force=True)
+    assert sorted((o.job.student, o.job.assignment) for o in only) == [(s, "02_parameters") for s in students]
+    assert all(o.result["score"] == 0 for o in only)
+
+
 # --- records: whatever a student's text holds -------------------------------------------------
 
 

@@ -4,7 +4,8 @@ Submissions are where nbgrader keeps them, submitted/<student>/<assignment>/<not
 with an optional timestamp.txt beside the notebook. Intake takes only regular files: a student
 or assignment folder that is a link, a notebook or timestamp.txt that is a link, FIFO, device or
 oversized file becomes a Job with `refused` set, which the pipeline records as that student's
-zero with the reason. Nothing is read through a link.
+zero with the reason (a linked student folder: for every assignment the run selects). Nothing is
+read through a link.
 """
 
 from __future__ import annotations
@@ -80,8 +81,14 @@ def _entries(folder: Path) -> list[tuple[str, int]]:
     return sorted(found)
 
 
-def _is_folder_or_link_to_one(folder: Path, name: str, mode: int) -> bool:
-    return stat.S_ISDIR(mode) or (stat.S_ISLNK(mode) and (folder / name).is_dir())
+def _is_folder_or_link(mode: int) -> bool:
+    """A folder, or a link of any kind (to a folder, a file or nothing): intake refuses the links."""
+    return stat.S_ISDIR(mode) or stat.S_ISLNK(mode)
+
+
+def _course_assignments(course, course_dir: Path) -> list[str]:
+    """The ids of course.yml's assignments that this course directory has a source notebook for."""
+    return [a.id for a in course.assignments if (course_dir / "source" / a.id / a.notebook).is_file()]
 
 
 def find_submissions(
@@ -102,7 +109,7 @@ def find_submissions(
     submitted = Path(course_dir) / "submitted"
     if not submitted.is_dir():
         raise FileNotFoundError(f"no submitted/ folder in {course_dir}: nothing to grade")
-    student_entries = [e for e in _entries(submitted) if _is_folder_or_link_to_one(submitted, *e)]
+    student_entries = [e for e in _entries(submitted) if _is_folder_or_link(e[1])]
     if students:
         missing = sorted(set(students) - {name for name, _ in student_entries})
         for student in missing:
@@ -117,11 +124,17 @@ def find_submissions(
             linked_students.append(student)
             continue
         jobs += _student_jobs(course, course_dir, submitted / student, known, assignment_ids, warn)
-    graded = list(assignment_ids or dict.fromkeys(job.assignment for job in jobs))
+    # a linked student's zero goes to every assignment the run selects: those asked for, else
+    # every assignment of course.yml that this course has a source for or someone submitted
+    selected = assignment_ids or [
+        *dict.fromkeys([*_course_assignments(course, Path(course_dir)), *(job.assignment for job in jobs)])
+    ]
     for student in linked_students:
         reason = f"submitted/{student} is a symbolic link, not a folder; nothing was read through it"
         warn(f"autograde: refusing {reason}")
-        for assignment_id in graded:
+        if not selected:
+            warn(f"autograde: no assignment to record submitted/{student}'s refusal against")
+        for assignment_id in selected:
             path = submitted / student / assignment_id / known[assignment_id].notebook
             jobs.append(Job.refusing(student, assignment_id, path, reason))
     return sorted(jobs, key=lambda job: (job.student, job.assignment))
@@ -130,7 +143,7 @@ def find_submissions(
 def _student_jobs(course, course_dir: Path, student_dir: Path, known, assignment_ids, warn) -> list[Job]:
     jobs = []
     for name, mode in _entries(student_dir):
-        if not _is_folder_or_link_to_one(student_dir, name, mode):
+        if not _is_folder_or_link(mode):
             continue
         folder = student_dir / name
         if name not in known:
