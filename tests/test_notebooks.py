@@ -325,6 +325,11 @@ SEED_FIGURES_SHOWN = {
         "sum -0.475",  # seed 001: the second layer's three sums
         "bends at [0.3, 0.7]",
         "bends at [0.467, 0.7, 0.767, 0.933]",  # seed 001: one layer's bends, then two layers'
+        "edge: [1, 2, 9]",
+        "edge: [7, 8, 11, 12]",
+        "[2, 3, 4, 5, 7, 8, 10, 11]",
+        "stage 2, 8 places above 2",
+        "stage 3, 5 places above 0",  # seed 001: the cup's three stages
     ],
 }
 
