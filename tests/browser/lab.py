@@ -278,7 +278,12 @@ class NotebookTab:
         return self._run("runmenu:run-all", "Run All Cells")
 
     def run_from(self, cell_index: int) -> dict:
-        """Click cell `cell_index`, then Run > Run Selected Cell and All Below; like run_all."""
+        """Click cell `cell_index`, then Run > Run Selected Cell and All Below; like run_all.
+
+        JupyterLab disables "All Below" on the last cell, so there it runs the selected cell alone.
+        """
+        if cell_index == self.cells.count() - 1:
+            return self._run("notebook:run-cell", f"Run Selected Cell (the last, {cell_index})", cell_index)
         return self._run(
             "notebook:run-all-below", f"Run Selected Cell and All Below (from cell {cell_index})", cell_index
         )
