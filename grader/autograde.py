@@ -26,7 +26,7 @@ from grader import gradebook as gb
 from grader.course import CourseError, add_course_option, load_course_dir
 from grader.files import write_private
 from grader.formgrader import write_copy
-from grader.gradebook import GradebookError
+from grader.gradebook import GradebookError, add_db_option
 from grader.pipeline.executors import LocalExecutor, RemoteGradingError, SandboxStartError
 from grader.pipeline.jobs import Job, find_submissions
 from grader.pipeline.progress import Progress, summary_table
@@ -64,13 +64,7 @@ def add_arguments(parser):
         metavar="N",
         help="submissions graded in parallel (default: course.yml limits.workers)",
     )
-    parser.add_argument(
-        "--db",
-        default=None,
-        metavar="URL",
-        help="gradebook SQLAlchemy URL (default: $LAYERS_GRADEBOOK_URL, else sqlite:///gradebook.db "
-        "in the course dir)",
-    )
+    add_db_option(parser)
     add_course_option(parser, holds="course.yml and submitted/")
     parser.add_argument("--force", action="store_true", help="re-grade every submission, changed or not")
     parser.add_argument(

@@ -13,18 +13,19 @@ import sys
 from pathlib import Path
 
 from grader.course import CourseError, add_course_option, load_course_dir
-from grader.gradebook import GradebookError, gradebook_url, open_gradebook, redact_url, score_table
+from grader.gradebook import (
+    GradebookError,
+    add_db_option,
+    gradebook_url,
+    open_gradebook,
+    redact_url,
+    score_table,
+)
 
 
 def add_arguments(parser):
     parser.add_argument("--csv", required=True, metavar="FILE", help="CSV file to write ('-' for stdout)")
-    parser.add_argument(
-        "--db",
-        default=None,
-        metavar="URL",
-        help="gradebook SQLAlchemy URL (default: $LAYERS_GRADEBOOK_URL, else sqlite:///gradebook.db "
-        "in the course dir)",
-    )
+    add_db_option(parser)
     add_course_option(parser)
 
 

@@ -61,6 +61,17 @@ def gradebook_url(course_dir: Path, explicit: str | None = None) -> str:
     return explicit or os.environ.get(GRADEBOOK_ENV, "").strip() or default_db_url(Path(course_dir))
 
 
+def add_db_option(parser) -> None:
+    """The `--db URL` option of every command that opens the gradebook."""
+    parser.add_argument(
+        "--db",
+        default=None,
+        metavar="URL",
+        help=f"gradebook SQLAlchemy URL (default: ${GRADEBOOK_ENV}, else sqlite:///gradebook.db "
+        "in the course dir)",
+    )
+
+
 def redact_url(url: str) -> str:
     """`url` with its password replaced by ***, fit for any message.
 
