@@ -8,6 +8,7 @@ real sandboxed grader.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import shutil
@@ -510,18 +511,9 @@ def test_an_unreadable_submissions_folder_is_a_one_line_error(tmp_path, monkeypa
 
     monkeypatch.setattr(ag, "find_submissions", refuse)
 
-    class Args:
-        course, assignments, student, workers, db, force, dask = (
-            str(course_dir),
-            [],
-            [],
-            None,
-            None,
-            False,
-            None,
-        )
-
-    assert ag.run(Args) == 2
+    parser = argparse.ArgumentParser()
+    ag.add_arguments(parser)
+    assert ag.run(parser.parse_args(["--course", str(course_dir)])) == 2
     err = capsys.readouterr().err
     assert err.startswith("autograde: ") and "Permission denied" in err and err.count("\n") == 1
 

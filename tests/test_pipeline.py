@@ -4,6 +4,7 @@ grades intact."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import stat
@@ -215,18 +216,9 @@ def test_the_exit_status_reports_a_refused_record(tmp_path, monkeypatch, capsys)
     outcomes[1].problem = "the gradebook refused its record (ValueError: no)"
     monkeypatch.setattr(ag, "autograde", lambda *args, **kwargs: outcomes)
 
-    class Args:
-        course, assignments, student, workers, db, force, dask = (
-            str(course_dir),
-            [],
-            [],
-            None,
-            None,
-            False,
-            None,
-        )
-
-    assert ag.run(Args) == 1
+    parser = argparse.ArgumentParser()
+    ag.add_arguments(parser)
+    assert ag.run(parser.parse_args(["--course", str(course_dir)])) == 1
     err = capsys.readouterr().err
     assert "bob/01_shapes: the gradebook refused its record" in err and "1 submission(s)" in err
 
