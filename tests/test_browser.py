@@ -51,17 +51,15 @@ def test_released_notebooks_exist():
 
 @pytest.fixture(scope="module")
 def chromium():
-    """A headless Debian Chromium driven by Playwright; skips when either is missing."""
+    """A headless Debian Chromium driven by Playwright; skips (with the reason) without Chromium."""
     executable = find_chromium()
     if executable is None:
         pytest.skip(
             "Debian's chromium is not installed (/usr/bin/chromium or `chromium` on PATH): "
             "apt-get install -y --no-install-recommends chromium"
         )
-    try:
-        from playwright.sync_api import expect, sync_playwright
-    except ImportError:
-        pytest.skip("Playwright for Python is not installed: pip install -r requirements.lock")
+    from playwright.sync_api import expect, sync_playwright  # pinned in requirements.lock: missing fails
+
     expect.set_options(timeout=UI_TIMEOUT_S * 1000)
     playwright = sync_playwright().start()
     try:

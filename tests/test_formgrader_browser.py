@@ -8,7 +8,7 @@ Debian Chromium driven by Playwright, and every request and title the page makes
 As a control, a second student's autograded copy is replaced by the verbatim submission (what
 formgrader showed before): there the script must run, which proves the watching sees it. Then
 the hostile student's real copy must show the answer and the mark scheme, and run nothing.
-Skipped when Debian's chromium or Playwright for Python is missing.
+Skipped, with the reason, when Debian's chromium is missing.
 """
 
 from __future__ import annotations
