@@ -23,7 +23,7 @@ from pathlib import Path
 
 from grader import feedback
 from grader import gradebook as gb
-from grader.course import CourseError, add_course_option, load_course_dir
+from grader.course import CourseError, add_course_option, add_workers_option, load_course_dir
 from grader.files import write_private
 from grader.formgrader import write_copy
 from grader.gradebook import GradebookError, add_db_option
@@ -57,13 +57,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--student", action="append", default=[], metavar="ID", help="grade only this student (repeatable)"
     )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        metavar="N",
-        help="submissions graded in parallel (default: course.yml limits.workers)",
-    )
+    add_workers_option(parser)
     add_db_option(parser)
     add_course_option(parser, holds="course.yml and submitted/")
     parser.add_argument("--force", action="store_true", help="re-grade every submission, changed or not")
@@ -79,8 +73,6 @@ def add_arguments(parser):
 def run(args) -> int:
     try:
         course, course_dir = load_course_dir(args.course)
-        if args.workers is not None and args.workers < 1:
-            raise CourseError(f"--workers must be at least 1, got {args.workers}")
         outcomes = autograde(
             course,
             course_dir,

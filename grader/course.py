@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import keyword
 import math
 import re
@@ -330,6 +331,24 @@ def add_course_option(parser, holds: str = "course.yml") -> None:
         metavar="DIR",
         help=f"course directory holding {holds} (default: the current directory when it "
         "has course.yml, else this repository)",
+    )
+
+
+def worker_count(text: str) -> int:
+    """argparse type for --workers: a whole number of at least 1, or a one-line usage error."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {count}")
+    return count
+
+
+def add_workers_option(parser, what: str = "submissions graded in parallel") -> None:
+    """The `--workers N` option of the commands that grade (default: course.yml limits.workers)."""
+    parser.add_argument(
+        "--workers", type=worker_count, default=None, metavar="N", help=f"{what} (default: limits.workers)"
     )
 
 

@@ -18,7 +18,7 @@ import yaml
 
 from grader import gradebook as gbm
 from grader.autograde import autograde
-from grader.course import DEFAULT_COURSE_FILE, CourseError, load_course
+from grader.course import DEFAULT_COURSE_FILE, CourseError, add_workers_option, load_course
 from grader.demo_class import CLASS, write_submissions
 from grader.feedback import redact
 from grader.misconceptions import MISCONCEPTIONS
@@ -35,13 +35,7 @@ def add_arguments(parser):
         metavar="DIR",
         help="where to build the demo course (must not exist or be empty; default: a new temporary folder)",
     )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        metavar="N",
-        help="submissions graded in parallel (default: course.yml limits.workers)",
-    )
+    add_workers_option(parser)
 
 
 def prepare(directory: Path, repo: Path) -> None:

@@ -134,3 +134,20 @@ def test_demo_refuses_a_malformed_course_yml_before_copying(tmp_path):
     with pytest.raises(CourseError, match="course.yml"):
         prepare(tmp_path / "demo", tmp_path / "repo")
     assert not (tmp_path / "demo").exists()
+
+
+@pytest.mark.parametrize("command", ["autograde", "demo", "serve"])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("0", "must be at least 1, got 0"),
+        ("-3", "must be at least 1, got -3"),
+        ("x", "expected a whole number"),
+    ],
+)
+def test_every_grading_command_refuses_a_bad_worker_count_in_one_line(capsys, command, value, message):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--workers", value])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and f"argument --workers: {message}" in err
+    assert "Traceback" not in err

@@ -19,7 +19,7 @@ DEFAULT_PORT = 8750
 
 
 def add_arguments(parser):
-    from grader.course import add_course_option
+    from grader.course import add_course_option, add_workers_option
 
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})")
@@ -29,9 +29,7 @@ def add_arguments(parser):
         metavar="DIR",
         help="where attempts and submitted/ are written (default: the course directory)",
     )
-    parser.add_argument(
-        "--workers", type=int, default=None, help="parallel gradings (default: limits.workers)"
-    )
+    add_workers_option(parser, "parallel gradings")
     parser.add_argument("--dask", default=None, metavar="ADDRESS", help="grade on this Dask scheduler")
     parser.add_argument(
         "--hub-api",
